@@ -1,0 +1,64 @@
+# SPDX-License-Identifier: GPL-2.0 OR MIT
+#
+# peermem: build the module, run it in the dev VM, test it.
+#
+#   make            build build/peermem/peermem.ko against $(KDIR)
+#   make dropin     build build/nvidia-peermem/nvidia-peermem.ko (same module, named
+#                   nvidia_peermem for applications that look for it)
+#   make run        set up, build, boot the dev VM and show the module working
+#   make test       set up, build, run every test; ends with "N passed, N failed"
+#   make check      rustfmt and clippy with the kernel's settings
+#
+# KDIR defaults to the project's dev kernel (built and cached by scripts/build-kernel);
+# any Rust-enabled kernel build tree works: make KDIR=/path/to/build
+
+ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+BUILD := $(ROOT)/build
+# Resolved lazily: only targets that need a kernel build it.
+KDIR_DEV = $(shell $(ROOT)/scripts/build-kernel dev)
+KDIR ?=
+K = $(or $(KDIR),$(KDIR_DEV))
+KMAKE_VARS := LLVM=-19 RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc \
+	RUSTFMT=/usr/bin/rustfmt CLIPPY_DRIVER=/usr/bin/clippy-driver
+export LIBCLANG_PATH ?= /usr/lib/llvm-19/lib
+# Module.symvers of nvidia.ko and of ib_core (the peer-memory core) to link against.
+# Empty by default: the test bed's fakes provide them (tests/fakes).
+KBUILD_EXTRA_SYMBOLS ?=
+
+MODULE_SRCS := Kbuild VERSION $(wildcard src/*.rs src/*/*.rs src/*.c include/*.h bindings/*.rs)
+
+.PHONY: all modules dropin setup kernel run test check clean
+
+all: modules
+
+setup:
+	@$(ROOT)/scripts/setup
+
+kernel: setup
+	@$(ROOT)/scripts/build-kernel dev >/dev/null
+
+# The module, built out of the source tree (MO=) so both names can coexist.
+modules: $(BUILD)/peermem/peermem.ko
+dropin: $(BUILD)/nvidia-peermem/nvidia-peermem.ko
+
+$(BUILD)/peermem/peermem.ko: $(MODULE_SRCS)
+	@mkdir -p $(@D)
+	$(MAKE) -C $(K) M=$(ROOT) MO=$(@D) $(KMAKE_VARS) \
+		KBUILD_EXTRA_SYMBOLS="$(KBUILD_EXTRA_SYMBOLS)" modules
+
+$(BUILD)/nvidia-peermem/nvidia-peermem.ko: $(MODULE_SRCS)
+	@mkdir -p $(@D)
+	$(MAKE) -C $(K) M=$(ROOT) MO=$(@D) $(KMAKE_VARS) PEERMEM_DROPIN=1 \
+		KBUILD_EXTRA_SYMBOLS="$(KBUILD_EXTRA_SYMBOLS)" modules
+
+run: setup
+	@$(ROOT)/scripts/run-demo
+
+test: setup
+	@$(ROOT)/scripts/test-all
+
+check: setup
+	@$(ROOT)/scripts/check
+
+clean:
+	rm -rf $(BUILD) target

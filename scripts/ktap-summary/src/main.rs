@@ -1,0 +1,60 @@
+//! `ktap-summary --manifest FILE [--label WORD] LOG`: prints one line per suite run,
+//! every problem, and a last line `[WORD: ]N passed, N failed[, N skipped]`. Exits 0
+//! only when the run passed (see the library's documentation for what that means).
+
+use std::process::ExitCode;
+
+fn usage() -> ExitCode {
+    eprintln!("usage: ktap-summary --manifest FILE [--label WORD] LOG");
+    ExitCode::from(2)
+}
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let (mut manifest, mut label, mut log) = (None, None, None);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--manifest" => manifest = args.next(),
+            "--label" => label = args.next(),
+            _ if log.is_none() && !a.starts_with("--") => log = Some(a),
+            _ => return usage(),
+        }
+    }
+    let (Some(manifest), Some(log)) = (manifest, log) else {
+        return usage();
+    };
+    let read = |p: &str| {
+        std::fs::read(p)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .map_err(|e| eprintln!("ktap-summary: {p}: {e}"))
+    };
+    let (Ok(mtext), Ok(ltext)) = (read(&manifest), read(&log)) else {
+        return ExitCode::from(2);
+    };
+    let manifest = match ktap_summary::parse_manifest(&mtext) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("ktap-summary: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let s = ktap_summary::summarize(&ktap_summary::parse(&ltext), &manifest);
+    for l in &s.lines {
+        println!("{l}");
+    }
+    for p in &s.problems {
+        println!("FAIL    {}: {}", p.kind, p.detail);
+    }
+    let prefix = label.map(|l| format!("{l}: ")).unwrap_or_default();
+    let skipped = if s.skipped > 0 {
+        format!(", {} skipped", s.skipped)
+    } else {
+        String::new()
+    };
+    println!("{prefix}{} passed, {} failed{skipped}", s.passed, s.failed);
+    if s.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * The C side of peermem: only what Rust cannot declare.
+ *
+ * - MODULE_VERSION: /sys/module/<name>/version, which applications read to detect
+ *   GPUDirect RDMA (facts 4); Rust's module! has no version key.
+ * - Weak references to nvidia.ko's and ib_core's exports: the module loads without
+ *   them, and its init names what is missing instead of the loader's bare
+ *   "Unknown symbol" (toolchain.md, "Optional and diagnosable dependencies").
+ * - Soft dependencies, so that modprobe loads the providers first.
+ * - Per-reason rate limits for refusal messages (the kernel crate has none).
+ */
+#include <linux/module.h>
+#include <linux/ratelimit.h>
+
+#include "peermem_glue.h"
+
+#ifndef PEERMEM_VERSION
+#error "PEERMEM_VERSION must be defined by the build (Kbuild reads the VERSION file)"
+#endif
+
+MODULE_VERSION(PEERMEM_VERSION);
+MODULE_SOFTDEP("pre: nvidia ib_core");
+
+const char peermem_version[] = PEERMEM_VERSION;
+
+extern __typeof__(nvidia_p2p_get_pages) nvidia_p2p_get_pages __weak;
+extern __typeof__(nvidia_p2p_put_pages) nvidia_p2p_put_pages __weak;
+extern __typeof__(nvidia_p2p_free_page_table) nvidia_p2p_free_page_table __weak;
+extern __typeof__(nvidia_p2p_dma_map_pages) nvidia_p2p_dma_map_pages __weak;
+extern __typeof__(nvidia_p2p_dma_unmap_pages) nvidia_p2p_dma_unmap_pages __weak;
+extern __typeof__(nvidia_p2p_free_dma_mapping) nvidia_p2p_free_dma_mapping __weak;
+extern __typeof__(nvidia_p2p_get_pages_persistent) nvidia_p2p_get_pages_persistent __weak;
+extern __typeof__(nvidia_p2p_put_pages_persistent) nvidia_p2p_put_pages_persistent __weak;
+extern __typeof__(ib_register_peer_memory_client) ib_register_peer_memory_client __weak;
+extern __typeof__(ib_unregister_peer_memory_client) ib_unregister_peer_memory_client __weak;
+
+void peermem_resolve_symbols(struct peermem_symbols *syms)
+{
+	syms->nv_get_pages = nvidia_p2p_get_pages;
+	syms->nv_put_pages = nvidia_p2p_put_pages;
+	syms->nv_free_page_table = nvidia_p2p_free_page_table;
+	syms->nv_dma_map_pages = nvidia_p2p_dma_map_pages;
+	syms->nv_dma_unmap_pages = nvidia_p2p_dma_unmap_pages;
+	syms->nv_free_dma_mapping = nvidia_p2p_free_dma_mapping;
+	syms->nv_get_pages_persistent = nvidia_p2p_get_pages_persistent;
+	syms->nv_put_pages_persistent = nvidia_p2p_put_pages_persistent;
+	syms->ib_register_client = ib_register_peer_memory_client;
+	syms->ib_unregister_client = ib_unregister_peer_memory_client;
+}
+
+static struct ratelimit_state peermem_limits[PEERMEM_RATELIMITS] = {
+	[0 ... PEERMEM_RATELIMITS - 1] = RATELIMIT_STATE_INIT(peermem_limits, 5 * HZ, 10),
+};
+
+int peermem_ratelimit(unsigned int which)
+{
+	if (which >= PEERMEM_RATELIMITS)
+		which = PEERMEM_RATELIMITS - 1;
+	return __ratelimit(&peermem_limits[which]);
+}

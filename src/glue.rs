@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The module's own C glue (`src/glue.c`), seen from Rust.
+
+use kernel::prelude::*;
+
+use crate::bindings;
+
+/// The module version (the `VERSION` file, as `MODULE_VERSION` declares it).
+pub(crate) fn version() -> &'static CStr {
+    let ptr = core::ptr::addr_of!(bindings::peermem_version);
+    // SAFETY: `ptr` points to a NUL-terminated string that lives as long as the module
+    // and is never modified.
+    unsafe { CStr::from_char_ptr(ptr.cast()) }
+}
+
+/// The foreign functions, each `None` where its exporter was not loaded before this
+/// module (weak references resolved by the module loader).
+pub(crate) fn resolve_symbols() -> bindings::peermem_symbols {
+    let mut syms = bindings::peermem_symbols {
+        nv_get_pages: None,
+        nv_put_pages: None,
+        nv_free_page_table: None,
+        nv_dma_map_pages: None,
+        nv_dma_unmap_pages: None,
+        nv_free_dma_mapping: None,
+        nv_get_pages_persistent: None,
+        nv_put_pages_persistent: None,
+        ib_register_client: None,
+        ib_unregister_client: None,
+    };
+    // SAFETY: `syms` is a valid, writable `peermem_symbols`; the function only stores
+    // the addresses of the weak references into it.
+    unsafe { bindings::peermem_resolve_symbols(&mut syms) };
+    syms
+}
+
+/// Whether a message of the given kind may be printed now (per-kind rate limit).
+pub(crate) fn ratelimit(kind: u32) -> bool {
+    // SAFETY: `peermem_ratelimit` accepts any value (it clamps out-of-range kinds).
+    unsafe { bindings::peermem_ratelimit(kind) != 0 }
+}
