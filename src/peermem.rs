@@ -6,8 +6,8 @@
 //! nvidia.ko's P2P API and hands the DMA addresses to the RDMA peer-memory core, so that
 //! `ibv_reg_mr` on a GPU pointer works. See `docs/architecture.md`.
 
-mod driver;
 mod bindings;
+mod driver;
 mod glue;
 mod range;
 

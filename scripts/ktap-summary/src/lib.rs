@@ -324,12 +324,27 @@ pub fn parse_manifest(text: &str) -> Result<BTreeMap<String, Expected>, String> 
                 .map_err(|_| format!("manifest line {}: '{s}' is not a number", i + 1))
         };
         let exp = match f.as_slice() {
-            [_, c] => Expected { cases: num(c)?, runs: 1 },
-            [_, c, r] => Expected { cases: num(c)?, runs: num(r)? },
-            _ => return Err(format!("manifest line {}: expected 'suite cases [runs]'", i + 1)),
+            [_, c] => Expected {
+                cases: num(c)?,
+                runs: 1,
+            },
+            [_, c, r] => Expected {
+                cases: num(c)?,
+                runs: num(r)?,
+            },
+            _ => {
+                return Err(format!(
+                    "manifest line {}: expected 'suite cases [runs]'",
+                    i + 1
+                ))
+            }
         };
         if m.insert(f[0].to_string(), exp).is_some() {
-            return Err(format!("manifest line {}: suite {} listed twice", i + 1, f[0]));
+            return Err(format!(
+                "manifest line {}: suite {} listed twice",
+                i + 1,
+                f[0]
+            ));
         }
     }
     Ok(m)
@@ -364,8 +379,16 @@ pub fn summarize(log: &Log, manifest: &BTreeMap<String, Expected>) -> Summary {
 
     for run in &log.suites {
         *runs.entry(run.name.as_str()).or_default() += 1;
-        let pass = run.cases.iter().filter(|c| c.outcome == Outcome::Pass).count();
-        let skip = run.cases.iter().filter(|c| c.outcome == Outcome::Skip).count();
+        let pass = run
+            .cases
+            .iter()
+            .filter(|c| c.outcome == Outcome::Pass)
+            .count();
+        let skip = run
+            .cases
+            .iter()
+            .filter(|c| c.outcome == Outcome::Skip)
+            .count();
         let failed: Vec<&str> = run
             .cases
             .iter()
@@ -377,7 +400,11 @@ pub fn summarize(log: &Log, manifest: &BTreeMap<String, Expected>) -> Summary {
         s.failed += failed.len();
         let mut line = format!(
             "{:<7} {:<40} {}/{}",
-            if failed.is_empty() && run.finished { "ok" } else { "not ok" },
+            if failed.is_empty() && run.finished {
+                "ok"
+            } else {
+                "not ok"
+            },
             run.name,
             pass,
             run.cases.len()
@@ -423,7 +450,10 @@ pub fn summarize(log: &Log, manifest: &BTreeMap<String, Expected>) -> Summary {
         if got != exp.runs {
             s.problems.push(Problem {
                 kind: ProblemKind::MissingSuite,
-                detail: format!("{name} ran {got} time(s), the manifest expects {}", exp.runs),
+                detail: format!(
+                    "{name} ran {got} time(s), the manifest expects {}",
+                    exp.runs
+                ),
             });
         }
     }

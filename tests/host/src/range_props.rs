@@ -18,7 +18,12 @@ impl Rng {
 /// Interesting values: page edges, the top of the address space, small numbers.
 fn edges() -> Vec<u64> {
     let mut v = vec![0, 1, 2, GPU_PAGE_SIZE - 1, GPU_PAGE_SIZE, GPU_PAGE_SIZE + 1];
-    for k in [u64::MAX, u64::MAX - 1, u64::MAX - GPU_PAGE_SIZE, u64::MAX - GPU_PAGE_SIZE + 1] {
+    for k in [
+        u64::MAX,
+        u64::MAX - 1,
+        u64::MAX - GPU_PAGE_SIZE,
+        u64::MAX - GPU_PAGE_SIZE + 1,
+    ] {
         v.push(k);
     }
     v.push(1 << 47);

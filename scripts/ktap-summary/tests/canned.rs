@@ -1,0 +1,133 @@
+//! The runner's own tests: canned console logs (tests/runner/logs) that must pass or
+//! fail for the right reason. They prove that the summary cannot be fooled by a failing
+//! assertion, a kernel report next to green KUnit results, or the absence of output.
+
+use ktap_summary::{parse, parse_manifest, summarize, ProblemKind, Summary};
+
+fn run(name: &str) -> Summary {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/runner");
+    let manifest = std::fs::read_to_string(format!("{root}/manifest")).unwrap();
+    let log = std::fs::read_to_string(format!("{root}/logs/{name}")).unwrap();
+    summarize(&parse(&log), &parse_manifest(&manifest).unwrap())
+}
+
+fn kinds(s: &Summary) -> Vec<ProblemKind> {
+    s.problems.iter().map(|p| p.kind).collect()
+}
+
+#[test]
+fn a_clean_run_passes() {
+    let s = run("pass.log");
+    assert!(s.ok(), "{:?}", s.problems);
+    assert_eq!((s.passed, s.failed, s.skipped), (18, 0, 0));
+}
+
+#[test]
+fn a_failing_assertion_fails() {
+    let s = run("kunit-failure.log");
+    assert!(!s.ok());
+    assert_eq!((s.passed, s.failed), (17, 1));
+    assert!(s
+        .lines
+        .iter()
+        .any(|l| l.contains("failed: overflow_is_refused")));
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+}
+
+#[test]
+fn a_warn_fails_although_kunit_is_green() {
+    let s = run("warn.log");
+    assert!(!s.ok());
+    assert_eq!(s.passed, 18);
+    assert_eq!(kinds(&s), vec![ProblemKind::KernelReport]);
+    // The banner and the WARNING line are one report, named by its WARNING line.
+    assert!(s.problems[0].detail.contains("WARNING: CPU: 1 PID: 61"));
+}
+
+#[test]
+fn a_kasan_report_fails() {
+    let s = run("kasan.log");
+    assert!(!s.ok());
+    assert_eq!(kinds(&s), vec![ProblemKind::KernelReport]);
+    assert!(s.problems[0].detail.contains("KASAN: slab-use-after-free"));
+}
+
+#[test]
+fn a_lockdep_splat_fails() {
+    let s = run("lockdep.log");
+    assert!(!s.ok());
+    assert_eq!(kinds(&s), vec![ProblemKind::KernelReport]);
+    assert!(s.problems[0].detail.contains("circular locking dependency"));
+}
+
+#[test]
+fn a_truncated_log_fails() {
+    let s = run("truncated.log");
+    assert!(!s.ok());
+    let k = kinds(&s);
+    assert!(k.contains(&ProblemKind::Truncated), "{k:?}");
+    assert!(k.contains(&ProblemKind::Unfinished), "{k:?}");
+    // The scenario checks after the cut never ran, so that suite is short too.
+    assert!(k.contains(&ProblemKind::CaseCount), "{k:?}");
+}
+
+#[test]
+fn a_missing_suite_fails_without_any_error_line() {
+    let s = run("missing-suite.log");
+    assert!(!s.ok());
+    assert_eq!(kinds(&s), vec![ProblemKind::MissingSuite]);
+    assert!(s.problems[0].detail.contains("peermem_range ran 1 time(s)"));
+}
+
+#[test]
+fn a_failed_insmod_fails() {
+    let s = run("insmod-failure.log");
+    assert!(!s.ok());
+    let k = kinds(&s);
+    assert!(k.contains(&ProblemKind::MissingSuite), "{k:?}");
+    assert!(k.contains(&ProblemKind::GuestFailure), "{k:?}");
+    assert!(s
+        .lines
+        .iter()
+        .any(|l| l.contains("failed: version_file_dropin")));
+}
+
+#[test]
+fn a_different_case_count_fails() {
+    let s = run("case-count.log");
+    assert!(!s.ok());
+    assert_eq!(kinds(&s), vec![ProblemKind::CaseCount]);
+}
+
+#[test]
+fn an_unlisted_suite_fails() {
+    let s = run("unknown-suite.log");
+    assert!(!s.ok());
+    assert_eq!(kinds(&s), vec![ProblemKind::UnknownSuite]);
+}
+
+#[test]
+fn an_oops_fails() {
+    let s = run("oops.log");
+    assert!(!s.ok());
+    let k = kinds(&s);
+    assert!(k.contains(&ProblemKind::KernelReport), "{k:?}");
+    assert!(k.contains(&ProblemKind::Truncated), "{k:?}");
+    assert!(k.contains(&ProblemKind::MissingSuite), "{k:?}");
+}
+
+#[test]
+fn a_failed_scenario_check_fails() {
+    let s = run("scenario-failure.log");
+    assert!(!s.ok());
+    assert_eq!((s.passed, s.failed), (17, 1));
+}
+
+#[test]
+fn the_manifest_is_strict() {
+    assert!(parse_manifest("a 1\na 2\n").is_err());
+    assert!(parse_manifest("a x\n").is_err());
+    assert!(parse_manifest("a\n").is_err());
+    let m = parse_manifest("# c\n a 3 2 # note\n").unwrap();
+    assert_eq!((m["a"].cases, m["a"].runs), (3, 2));
+}
