@@ -195,5 +195,37 @@ unsafe extern "C" {
     pub fn peermem_ratelimit(which: kernel::ffi::c_uint) -> kernel::ffi::c_int;
 }
 unsafe extern "C" {
+    pub fn peermem_pci_dev_get(dev: *mut device) -> *mut pci_dev;
+}
+unsafe extern "C" {
+    pub fn peermem_pci_dev_put(pdev: *mut pci_dev);
+}
+unsafe extern "C" {
+    pub fn peermem_pci_dma_mask(pdev: *mut pci_dev) -> kernel::ffi::c_ulonglong;
+}
+unsafe extern "C" {
+    pub fn peermem_pci_max_seg_size(pdev: *mut pci_dev) -> kernel::ffi::c_uint;
+}
+unsafe extern "C" {
+    pub fn peermem_pci_name(pdev: *mut pci_dev) -> *const kernel::ffi::c_char;
+}
+unsafe extern "C" {
+    pub fn peermem_sg_build(
+        sgt: *mut sg_table,
+        dma: *const kernel::ffi::c_ulonglong,
+        len: *const kernel::ffi::c_uint,
+        n: kernel::ffi::c_uint,
+    ) -> kernel::ffi::c_int;
+}
+unsafe extern "C" {
+    pub fn peermem_sg_free(sgt: *mut sg_table);
+}
+unsafe extern "C" {
+    pub fn peermem_module_get();
+}
+unsafe extern "C" {
+    pub fn peermem_module_put();
+}
+unsafe extern "C" {
     pub static peermem_version: [kernel::ffi::c_char; 0usize];
 }

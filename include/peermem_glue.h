@@ -39,6 +39,28 @@ void peermem_resolve_symbols(struct peermem_symbols *syms);
  */
 int peermem_ratelimit(unsigned int which);
 
+/* A reference on the PCI function behind @dev, or NULL when @dev is not PCI. */
+struct pci_dev *peermem_pci_dev_get(struct device *dev);
+void peermem_pci_dev_put(struct pci_dev *pdev);
+/* The PCI function's DMA mask and maximum DMA segment size. */
+u64 peermem_pci_dma_mask(struct pci_dev *pdev);
+unsigned int peermem_pci_max_seg_size(struct pci_dev *pdev);
+/* Its name ("0000:00:03.0"), for messages. */
+const char *peermem_pci_name(struct pci_dev *pdev);
+
+/*
+ * Fills an empty (zeroed) sg_table with @n DMA-mapped entries: entry i has DMA address
+ * dma[i] and length len[i] (both as DMA length and as length); no struct page. 0 or
+ * -ENOMEM; on failure the table is left empty.
+ */
+int peermem_sg_build(struct sg_table *sgt, const u64 *dma, const u32 *len, unsigned int n);
+/* Frees what peermem_sg_build allocated and zeroes the table. */
+void peermem_sg_free(struct sg_table *sgt);
+
+/* A reference on this module (one per live registration context), and its release. */
+void peermem_module_get(void);
+void peermem_module_put(void);
+
 /* The module version (the VERSION file), NUL-terminated. */
 extern const char peermem_version[];
 

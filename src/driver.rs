@@ -1,21 +1,150 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! Module load and unload.
+//! Module load and unload: parameters, the providers' symbols, client registration.
 
 use kernel::prelude::*;
+use kernel::sync::Arc;
+
+use crate::{
+    client::{Client, Pins},
+    glue,
+    nv_p2p::{MissingSymbol, NvP2p},
+    peer_mem::{ClientKind, PeerCore, Registration},
+    registry::{Mode, Registry},
+    stats::Stats,
+};
+
+/// The clients registered with the core, per mode (ABI facts section 3).
+enum Clients {
+    /// `persistent_api_support=1` (default): "nv_mem", persistent pins.
+    Persistent(Registration<Client, 0>),
+    /// `persistent_api_support=0`: "nv_mem" with callback pins (INVALIDATE_UNMAPS, or
+    /// a plain invalidating client with `peerdirect_support=1`) and "nv_mem_nc" with
+    /// persistent pins for buffers that cannot be invalidated.
+    Legacy(Registration<Client, 0>, Registration<Client, 1>),
+}
 
 /// The loaded module.
-pub(crate) struct PeerMem;
+pub(crate) struct PeerMem {
+    // Dropped first: unregistering waits for every region to be released.
+    _clients: Clients,
+    pins: Arc<Pins>,
+    stats: Arc<Stats>,
+}
+
+/// Reads a 0/1 parameter, refusing anything else with a message.
+fn flag(name: &str, value: i32) -> Result<bool> {
+    match value {
+        0 => Ok(false),
+        1 => Ok(true),
+        v => {
+            pr_err!("{}={} is invalid: use 0 or 1\n", name, v);
+            Err(EINVAL)
+        }
+    }
+}
+
+fn register<const S: usize>(
+    core: PeerCore,
+    name: &CStr,
+    kind: ClientKind,
+    client: &Arc<Client>,
+) -> Result<Registration<Client, S>> {
+    let reg = Registration::<Client, S>::register(core, name, glue::version(), kind, client.clone())
+        .inspect_err(|e| {
+            pr_err!(
+                "the peer-memory core refused client {} ({:?}); is another peer-memory client (nvidia-peermem) loaded?\n",
+                name,
+                e
+            )
+        })?;
+    if kind != ClientKind::NoInvalidation {
+        let inv = reg.invalidator().ok_or_else(|| {
+            pr_err!("the peer-memory core gave no invalidation entry for {}\n", name);
+            EINVAL
+        })?;
+        client.set_invalidator(inv);
+    }
+    Ok(reg)
+}
 
 impl kernel::Module for PeerMem {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        pr_info!("peermem {} loaded\n", crate::glue::version());
-        Ok(PeerMem)
+        let persistent = flag(
+            "persistent_api_support",
+            crate::module_parameters::persistent_api_support.value(),
+        )?;
+        let peerdirect = flag(
+            "peerdirect_support",
+            crate::module_parameters::peerdirect_support.value(),
+        )?;
+
+        let syms = glue::resolve_symbols();
+        let nv = NvP2p::new(&syms).map_err(|MissingSymbol(name)| {
+            pr_err!(
+                "nvidia.ko is not loaded ({} unresolved): load NVIDIA's open kernel modules before peermem; a proprietary nvidia.ko cannot serve a Rust module, and the build must use KBUILD_EXTRA_SYMBOLS with nvidia's Module.symvers\n",
+                name
+            );
+            ENODEV
+        })?;
+        let core = PeerCore::new(&syms).map_err(|MissingSymbol(name)| {
+            pr_err!(
+                "the RDMA peer-memory core is not loaded ({} unresolved): install MOFED/DOCA-OFED before the GPU driver, load its ib_core first, and build with KBUILD_EXTRA_SYMBOLS naming its Module.symvers\n",
+                name
+            );
+            ENODEV
+        })?;
+        if persistent && !nv.has_persistent_api() {
+            pr_info!(
+                "nvidia.ko has no persistent pin API (driver before 535.14 / 525.105.17): persistent pins use nvidia_p2p_get_pages with a NULL callback\n"
+            );
+        }
+
+        let pins = Arc::pin_init(Registry::new(), GFP_KERNEL)?;
+        let stats = Arc::new(Stats::default(), GFP_KERNEL)?;
+        let persistent_client = |kind| Client::new(nv, Mode::Persistent, kind, pins.clone(), stats.clone());
+        let clients = if persistent {
+            let c = persistent_client(ClientKind::NoInvalidation)?;
+            let r = register::<0>(core, c"nv_mem", ClientKind::NoInvalidation, &c)?;
+            r.enable();
+            Clients::Persistent(r)
+        } else {
+            let kind = if peerdirect {
+                ClientKind::Invalidate
+            } else {
+                ClientKind::InvalidateUnmaps
+            };
+            let c = Client::new(nv, Mode::Callback, kind, pins.clone(), stats.clone())?;
+            let nc = persistent_client(ClientKind::NoInvalidation)?;
+            let r = register::<0>(core, c"nv_mem", kind, &c)?;
+            let r_nc = register::<1>(core, c"nv_mem_nc", ClientKind::NoInvalidation, &nc)?;
+            r.enable();
+            r_nc.enable();
+            Clients::Legacy(r, r_nc)
+        };
+        pr_info!(
+            "peermem {} loaded: {} pins{}\n",
+            glue::version(),
+            if persistent { "persistent" } else { "callback" },
+            if nv.has_persistent_api() { "" } else { " (driver without the persistent API)" }
+        );
+        Ok(PeerMem {
+            _clients: clients,
+            pins,
+            stats,
+        })
     }
 }
 
 impl Drop for PeerMem {
     fn drop(&mut self) {
+        // `_clients` is dropped after this body; every region is released by then only
+        // if nothing is live, which the module references guarantee at rmmod.
+        let live = self.pins.len();
+        if live != 0 {
+            pr_err!("{} pins still linked at unload\n", live);
+        }
+        let _ = &self.stats;
         pr_info!("peermem unloaded\n");
     }
 }

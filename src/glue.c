@@ -10,8 +10,11 @@
  * - Soft dependencies, so that modprobe loads the providers first.
  * - Per-reason rate limits for refusal messages (the kernel crate has none).
  */
+#include <linux/dma-mapping.h>
 #include <linux/module.h>
+#include <linux/pci.h>
 #include <linux/ratelimit.h>
+#include <linux/scatterlist.h>
 
 #include "peermem_glue.h"
 
@@ -58,4 +61,66 @@ int peermem_ratelimit(unsigned int which)
 	if (which >= PEERMEM_RATELIMITS)
 		which = PEERMEM_RATELIMITS - 1;
 	return __ratelimit(&peermem_limits[which]);
+}
+
+struct pci_dev *peermem_pci_dev_get(struct device *dev)
+{
+	if (!dev || !dev_is_pci(dev))
+		return NULL;
+	return pci_dev_get(to_pci_dev(dev));
+}
+
+void peermem_pci_dev_put(struct pci_dev *pdev)
+{
+	pci_dev_put(pdev);
+}
+
+u64 peermem_pci_dma_mask(struct pci_dev *pdev)
+{
+	return dma_get_mask(&pdev->dev);
+}
+
+unsigned int peermem_pci_max_seg_size(struct pci_dev *pdev)
+{
+	return dma_get_max_seg_size(&pdev->dev);
+}
+
+const char *peermem_pci_name(struct pci_dev *pdev)
+{
+	return pci_name(pdev);
+}
+
+int peermem_sg_build(struct sg_table *sgt, const u64 *dma, const u32 *len, unsigned int n)
+{
+	struct scatterlist *sg;
+	unsigned int i;
+	int ret;
+
+	ret = sg_alloc_table(sgt, n, GFP_KERNEL);
+	if (ret)
+		return ret;
+	for_each_sg(sgt->sgl, sg, n, i) {
+		/* Peer memory has no struct page: only the DMA side is meaningful. */
+		sg_set_page(sg, NULL, len[i], 0);
+		sg_dma_address(sg) = dma[i];
+		sg_dma_len(sg) = len[i];
+	}
+	sgt->nents = n;
+	return 0;
+}
+
+void peermem_sg_free(struct sg_table *sgt)
+{
+	sg_free_table(sgt);
+	memset(sgt, 0, sizeof(*sgt));
+}
+
+void peermem_module_get(void)
+{
+	__module_get(THIS_MODULE);
+}
+
+void peermem_module_put(void)
+{
+	module_put(THIS_MODULE);
 }

@@ -40,3 +40,16 @@ pub(crate) fn ratelimit(kind: u32) -> bool {
     // SAFETY: `peermem_ratelimit` accepts any value (it clamps out-of-range kinds).
     unsafe { bindings::peermem_ratelimit(kind) != 0 }
 }
+
+/// Takes a reference on this module.
+pub(crate) fn module_get() {
+    // SAFETY: the module is live (this code runs in it); taking a reference is always
+    // allowed for a live module.
+    unsafe { bindings::peermem_module_get() }
+}
+
+/// Drops a reference taken by [`module_get`].
+pub(crate) fn module_put() {
+    // SAFETY: each call pairs with an earlier `module_get`.
+    unsafe { bindings::peermem_module_put() }
+}

@@ -7,9 +7,15 @@
 //! `ibv_reg_mr` on a GPU pointer works. See `docs/architecture.md`.
 
 mod bindings;
+mod client;
+mod device;
 mod driver;
 mod glue;
+mod nv_p2p;
+mod peer_mem;
 mod range;
+mod registry;
+mod stats;
 
 /// Declares the module under the given name: `peermem`, or `nvidia_peermem` for the
 /// drop-in build (`make DROPIN=1`), whose `/sys/module/nvidia_peermem/version` is what
@@ -22,6 +28,16 @@ macro_rules! peermem_module {
             authors: ["peermem developers"],
             description: "GPUDirect RDMA peer-memory client for NVIDIA GPUs",
             license: "Dual MIT/GPL",
+            params: {
+                persistent_api_support: i32 {
+                    default: 1,
+                    description: "1: persistent pins (default); 0: pins with a free callback (legacy)",
+                },
+                peerdirect_support: i32 {
+                    default: 0,
+                    description: "1: register nv_mem as a plain invalidating client (MLNX_OFED 4.9 LTS)",
+                },
+            },
         }
     };
 }

@@ -58,6 +58,20 @@ u64 fake_core_mr_core_context(struct fake_mr *mr);
 struct device *fake_core_hca_device(void);
 struct device *fake_core_dma32_device(void);
 
+/*
+ * Pause points (see fake_pause.h): a thread that reaches an armed point parks there
+ * until released; each point counts its hits.
+ */
+enum fake_core_pause_point {
+	FAKE_CORE_PAUSE_AFTER_ACQUIRE,	/* reg_mr: acquire accepted, before get_pages */
+	FAKE_CORE_PAUSE_IN_INVALIDATE,	/* invalidate entered, before the mapping lock */
+	FAKE_CORE_PAUSE_COUNT,
+};
+void fake_core_pause_arm(enum fake_core_pause_point pt);
+int fake_core_pause_wait(enum fake_core_pause_point pt, unsigned int timeout_ms);
+void fake_core_pause_release(enum fake_core_pause_point pt);
+u64 fake_core_pause_hits(enum fake_core_pause_point pt);
+
 /* Rules the fake checks on clients; each breach is counted and printed by name. */
 enum fake_core_violation {
 	FAKE_CORE_V_ACQUIRE_NO_CONTEXT,		/* acquire returned > 0 without a context */

@@ -59,7 +59,8 @@ u64 fake_nv_phys(struct fake_nv_proc *p, u64 va);
 
 /* Knobs. */
 struct fake_nv_config {
-	u32 page_table_major;	/* 1 (version 0x00010002) or 2 (0x00020000); default 2 */
+	u32 page_table_major;	/* 1 (version 0x00010002) or 2 (0x00020000); default 2
+				 * (1 in the legacy build: pre-535 drivers are major 1) */
 	u64 bar1_size;		/* default: the ivshmem BAR size (256 MiB) */
 	u64 bar1_reserve;	/* default 36 MiB: a pin fails -ENOMEM past size - reserve */
 	u32 pin_cost_us;	/* time charged per get_pages under the driver lock; 0 */
@@ -105,8 +106,13 @@ enum fake_nv_violation {
 	FAKE_NV_V_WRONG_PUT_KIND,		/* put_pages on a persistent table or the reverse */
 	FAKE_NV_V_PUT_WRONG_PROCESS,		/* put_pages from another process than get_pages */
 	FAKE_NV_V_UNMAPPED_AT_PUT,		/* put_pages while DMA mappings of the table are live */
+	/* Added with the implementation (appended, the values above are unchanged): */
+	FAKE_NV_V_DOUBLE_UNMAP,			/* dma_unmap_pages of a mapping already unmapped */
+	FAKE_NV_V_PUT_AFTER_FREE,		/* legacy build only: put_pages on a table freed by a
+						 * callback (a use-after-free before 535.14) */
 	FAKE_NV_V_COUNT,
 };
+/* The name printed and shown in debugfs, e.g. "PUT_IN_CALLBACK"; "?" if out of range. */
 const char *fake_nv_violation_name(enum fake_nv_violation v);
 
 struct fake_nv_counters {

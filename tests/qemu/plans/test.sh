@@ -1,13 +1,100 @@
-# The `make test` plan: load every module in dependency order (their KUnit suites run
-# at insertion), run the scenario checks, unload everything.
+# The `make test` plan (run by the guest's init; helpers in tests/qemu/guest-lib.sh).
+# Loads the fakes (their suites run at insertion), then peermem in each mode with the
+# matching client suite, then the shell scenarios: module references, leaks, the
+# drop-in name, and the load diagnostics. Suites and check counts: tests/manifest.
 v=$(cat /peermem/VERSION)
+nvctl=/sys/kernel/debug/fake_nvidia/control
+corectl=/sys/kernel/debug/ib_core/control
+S=peermem_scenarios
 
+# Fields of "name value" counter files: counter FILE NAME
+counter() { awk -v k="$2" '$1 == k { print $2 }' "$1"; }
+nv_counter() { counter /sys/kernel/debug/fake_nvidia/counters "$1"; }
+core_counter() { counter /sys/kernel/debug/ib_core/counters "$1"; }
+equals() { want=$1; shift; got=$("$@"); [ "$got" = "$want" ] || { echo "expected '$want', got '$got' from '$*'"; return 1; }; }
+# The fakes saw no contract violation and hold nothing.
+clean() {
+    equals 0 nv_counter pins_live && equals 0 nv_counter dma_mappings_live &&
+    equals 0 nv_counter violations_total && equals 0 core_counter mrs_live &&
+    equals 0 core_counter violations_total
+}
+# dmesg has a line containing TEXT: logged TEXT
+logged() { dmesg | grep -q -- "$1" || { echo "no dmesg line with '$1'"; return 1; }; }
+
+# --- the fakes, with their own suites ---
+load ib_core
+load nvidia
+load peermem_bad_client
+unload peermem_bad_client
+# The deliberately wrong client's violations are the fake's proof; start clean.
+echo reset > $nvctl
+
+# --- peermem in each mode, with its client suite ---
 load peermem
-check peermem_load version_file_default expect_output "$v" cat /sys/module/peermem/version
-unload peermem
-check peermem_load unloaded_default expect_fail test -e /sys/module/peermem
+check $S version_file equals "$v" cat /sys/module/peermem/version
+load peermem_test_persistent
+unload peermem_test_persistent
 
+# A live registration holds a module reference: rmmod fails at once (the kernel
+# answers EWOULDBLOCK for a module in use) rather than blocking in the core's
+# unregistration (ABI facts 3).
+echo "alloc 1048576" > $nvctl
+va=$(awk '{ print $2 }' $nvctl)
+echo "reg $va 1048576" > $corectl
+id=$(awk '$1 == "id" { print $2 }' $corectl)
+check $S registration_from_a_process test -n "$id"
+check $S live_registration_holds_a_reference equals 1 cat /sys/module/peermem/refcnt
+check $S rmmod_with_live_registration_fails expect_output "can't unload module 'peermem'" rmmod peermem
+echo "dereg $id" > $corectl
+echo exit > $nvctl
+check $S released_registration_drops_it equals 0 cat /sys/module/peermem/refcnt
+unload peermem
+check $S nothing_leaked_persistent clean
+
+load peermem persistent_api_support=0
+load peermem_test_callback
+unload peermem_test_callback
+unload peermem
+check $S nothing_leaked_callback clean
+
+load peermem persistent_api_support=0 peerdirect_support=1
+load peermem_test_peerdirect
+unload peermem_test_peerdirect
+unload peermem
+check $S nothing_leaked_peerdirect clean
+
+# --- parameters are validated ---
+check $S bad_parameter_refused expect_fail insmod /peermem/peermem.ko persistent_api_support=2
+check $S bad_parameter_explained logged "persistent_api_support=2 is invalid"
+
+# --- the drop-in name applications detect (ABI facts 4) ---
 load nvidia-peermem
-check peermem_load version_file_dropin expect_output "$v" cat /sys/module/nvidia_peermem/version
+check $S dropin_version_file equals "$v" cat /sys/module/nvidia_peermem/version
 unload nvidia_peermem
-check peermem_load unloaded_dropin expect_fail test -e /sys/module/nvidia_peermem
+
+# --- load diagnostics: what is missing is named, with the fix ---
+unload ib_core
+check $S missing_core_refused expect_fail insmod /peermem/peermem.ko
+check $S missing_core_explained logged "the RDMA peer-memory core is not loaded"
+load ib_core
+unload nvidia
+check $S missing_provider_refused expect_fail insmod /peermem/peermem.ko
+check $S missing_provider_explained logged "nvidia.ko is not loaded"
+
+# --- a driver before 535.14: no persistent pair, NULL-callback pins ---
+load nvidia-legacy
+echo reset > $nvctl
+load peermem
+check $S pre535_explained logged "has no persistent pin API"
+load peermem_test_pre535
+unload peermem_test_pre535
+unload peermem
+check $S nothing_leaked_pre535 clean
+unload nvidia
+
+# --- the proprietary nvidia.ko (last: it taints the kernel and turns lockdep off) ---
+load nvidia-proprietary
+check $S proprietary_refused expect_fail insmod /peermem/peermem.ko
+check $S proprietary_explained logged "proprietary"
+unload nvidia
+unload ib_core

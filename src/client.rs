@@ -1,0 +1,546 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The peer-memory client: what peermem does for each registration.
+//!
+//! One registration = at most one GPU pin: `acquire` (in the registering process)
+//! decides "GPU memory of this process" by pinning the 64 KiB-rounded range, and keeps
+//! that pin for the registration; `get_pages` only checks it. In callback mode a
+//! registration covered by a live pin of the same address space reuses it. See
+//! docs/pin-state-machine.md for the states and the lock order.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use kernel::{
+    mm::Mm,
+    new_mutex,
+    prelude::*,
+    sync::{aref::ARef, Arc, Mutex, SetOnce},
+};
+
+use crate::{
+    glue,
+    nv_p2p::{DmaMapping, FreeHandler, GpuPin, NoCallback, NvP2p},
+    peer_mem::{ClientKind, DmaDevice, Invalidator, PeerClient, SgHead},
+    range::{GpuRange, GPU_PAGE_SIZE},
+    registry::{Entry, Mode, PinKey, Registry, SpaceId},
+    stats::{Refusal, Stats},
+};
+
+/// The registry of this module's pins.
+pub(crate) type Pins = Registry<SharedPin>;
+
+/// No core_context yet (`get_pages` not called).
+const NO_CONTEXT: u64 = u64::MAX;
+
+/// The largest SG entry: lengths are 32-bit; stay 64 KiB aligned below 4 GiB.
+const MAX_SG_ENTRY: u64 = (u32::MAX as u64) & !(GPU_PAGE_SIZE - 1);
+
+/// A GPU pin of either mode.
+enum PinHandle {
+    Callback(GpuPin<PinUsers>),
+    Persistent(GpuPin<NoCallback>),
+}
+
+/// A DMA mapping of either mode.
+enum Mapping {
+    Callback(DmaMapping<PinUsers>),
+    Persistent(DmaMapping<NoCallback>),
+}
+
+impl Mapping {
+    fn addresses(&self) -> &[u64] {
+        match self {
+            Mapping::Callback(m) => m.addresses(),
+            Mapping::Persistent(m) => m.addresses(),
+        }
+    }
+
+}
+
+/// A live GPU pin, shared by the registrations it covers.
+pub(crate) struct SharedPin {
+    space: SpaceId,
+    key: SetOnce<PinKey>,
+    /// Keeps the `mm_struct` (the key's address) from being reused while linked.
+    _mm: ARef<Mm>,
+    handle: PinHandle,
+    stats: Arc<Stats>,
+}
+
+impl SharedPin {
+    fn range(&self) -> GpuRange {
+        match &self.handle {
+            PinHandle::Callback(p) => p.range(),
+            PinHandle::Persistent(p) => p.range(),
+        }
+    }
+
+    fn users(&self) -> Option<&PinUsers> {
+        match &self.handle {
+            PinHandle::Callback(p) => Some(p.handler()),
+            PinHandle::Persistent(_) => None,
+        }
+    }
+
+    fn is_freed(&self) -> bool {
+        match &self.handle {
+            PinHandle::Callback(p) => p.is_freed(),
+            PinHandle::Persistent(p) => p.is_freed(),
+        }
+    }
+
+    /// The registry key, once linked.
+    pub(crate) fn key(&self) -> Option<PinKey> {
+        self.key.copy()
+    }
+
+    /// The address space the pin belongs to.
+    pub(crate) fn space(&self) -> SpaceId {
+        self.space
+    }
+}
+
+impl Entry for SharedPin {
+    fn range(&self) -> GpuRange {
+        SharedPin::range(self)
+    }
+
+    fn usable(&self) -> bool {
+        self.users().is_some_and(|u| !u.users.lock().dead) && !self.is_freed()
+    }
+}
+
+impl Drop for SharedPin {
+    fn drop(&mut self) {
+        self.stats.unpinned(self.range().len());
+    }
+}
+
+/// The registrations using a callback pin: its free handler.
+pub(crate) struct PinUsers {
+    client: Arc<ClientShared>,
+    key: SetOnce<PinKey>,
+    users: Pin<KBox<Mutex<Users>>>,
+}
+
+struct Users {
+    /// The memory is being freed: no new user, nothing to share.
+    dead: bool,
+    /// Every user that acquired the pin and was not released, with its room reserved
+    /// at attach time: the free callback takes the list without allocating.
+    list: KVec<Arc<User>>,
+}
+
+impl FreeHandler for PinUsers {
+    fn on_free(&self) {
+        let list = {
+            let mut u = self.users.lock();
+            u.dead = true;
+            core::mem::take(&mut u.list)
+        };
+        self.client.stats.free_callbacks.fetch_add(1, Ordering::Relaxed);
+        if let Some(key) = self.key.copy() {
+            drop(self.client.pins.remove(&key));
+        }
+        for user in list.iter() {
+            user.invalidate();
+        }
+    }
+}
+
+/// What every part of a client shares.
+struct ClientShared {
+    nv: NvP2p,
+    mode: Mode,
+    kind: ClientKind,
+    pins: Arc<Pins>,
+    stats: Arc<Stats>,
+    invalidator: SetOnce<Invalidator>,
+}
+
+/// One registration (the core's client context).
+#[pin_data]
+pub(crate) struct User {
+    client: Arc<ClientShared>,
+    addr: u64,
+    len: u64,
+    range: GpuRange,
+    /// Why the pin failed in `acquire` (reported by `get_pages`).
+    error: Option<Error>,
+    core_context: AtomicU64,
+    #[pin]
+    state: Mutex<UserState>,
+    #[pin]
+    gate: Mutex<Gate>,
+}
+
+struct UserState {
+    pin: Option<Arc<SharedPin>>,
+    mapping: Option<Mapping>,
+    sg: Option<SgHead>,
+}
+
+/// Held around an invalidation and around release, so that the two never overlap.
+struct Gate {
+    released: bool,
+    invalidated: bool,
+}
+
+impl User {
+    fn new(client: &Arc<ClientShared>, addr: u64, len: u64, range: GpuRange, pin: Option<Arc<SharedPin>>, error: Option<Error>) -> Result<Arc<User>> {
+        Ok(Arc::pin_init(
+            pin_init!(User {
+                client: client.clone(),
+                addr,
+                len,
+                range,
+                error,
+                core_context: AtomicU64::new(NO_CONTEXT),
+                state <- new_mutex!(UserState { pin, mapping: None, sg: None }, "peermem_user_state"),
+                gate <- new_mutex!(Gate { released: false, invalidated: false }, "peermem_user_gate"),
+            }),
+            GFP_KERNEL,
+        )?
+        .into())
+    }
+
+    /// Invalidates the registration through the core (from the free callback): once,
+    /// and never after its release.
+    fn invalidate(&self) {
+        let cc = self.core_context.load(Ordering::Acquire);
+        if cc == NO_CONTEXT {
+            // Not past get_pages: it sees the pin dead and fails.
+            return;
+        }
+        let mut gate = self.gate.lock();
+        if gate.released || gate.invalidated {
+            return;
+        }
+        gate.invalidated = true;
+        if let Some(inv) = self.client.invalidator.as_ref() {
+            match inv.invalidate(cc) {
+                Ok(()) => {
+                    self.client.stats.invalidations.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => pr_warn!("invalidation of core context {} failed: {:?}\n", cc, e),
+            }
+        }
+        if self.client.kind == ClientKind::InvalidateUnmaps {
+            // The core will not unmap an invalidated region: unmap it now. The driver
+            // frees the DMA mapping itself once the callback returns. The SG list
+            // stays until dma_unmap, put_pages or release: when deregistration won
+            // the race, the core still restores its trimmed entries and unmaps.
+            let mapping = self.state.lock().mapping.take();
+            drop(mapping);
+        }
+        drop(gate);
+    }
+
+    /// Drops the DMA mapping and frees the SG list.
+    fn teardown(&self) {
+        let (mapping, sg) = {
+            let mut st = self.state.lock();
+            (st.mapping.take(), st.sg.take())
+        };
+        drop(mapping);
+        if let Some(sg) = sg {
+            sg.clear();
+        }
+    }
+}
+
+/// A peer-memory client of one mode.
+pub(crate) struct Client {
+    shared: Arc<ClientShared>,
+}
+
+impl Client {
+    /// A client pinning in `mode`, registered as `kind`.
+    pub(crate) fn new(nv: NvP2p, mode: Mode, kind: ClientKind, pins: Arc<Pins>, stats: Arc<Stats>) -> Result<Arc<Client>> {
+        let shared = Arc::new(
+            ClientShared {
+                nv,
+                mode,
+                kind,
+                pins,
+                stats,
+                invalidator: SetOnce::new(),
+            },
+            GFP_KERNEL,
+        )?;
+        Ok(Arc::new(Client { shared }, GFP_KERNEL)?)
+    }
+
+    /// Installs the core's invalidation entry (before the registration is enabled).
+    pub(crate) fn set_invalidator(&self, inv: Invalidator) {
+        self.shared.invalidator.populate(inv);
+    }
+
+    /// Pins `range` anew for `space` and links the pin.
+    fn pin(&self, space: SpaceId, mm: ARef<Mm>, range: GpuRange) -> Result<Arc<SharedPin>> {
+        let c = &self.shared;
+        let handle = match c.mode {
+            Mode::Callback => {
+                let users = PinUsers {
+                    client: c.clone(),
+                    key: SetOnce::new(),
+                    users: KBox::pin_init(
+                        new_mutex!(Users { dead: false, list: KVec::new() }, "peermem_pin_users"),
+                        GFP_KERNEL,
+                    )?,
+                };
+                PinHandle::Callback(c.nv.pin(range, users)?)
+            }
+            Mode::Persistent => PinHandle::Persistent(c.nv.pin_persistent(range)?),
+        };
+        c.stats.pinned(range.len());
+        let pin = Arc::new(
+            SharedPin {
+                space,
+                key: SetOnce::new(),
+                _mm: mm,
+                handle,
+                stats: c.stats.clone(),
+            },
+            GFP_KERNEL,
+        )?;
+        let key = c.pins.insert(space, c.mode, pin.clone())?;
+        pin.key.populate(key);
+        if let Some(u) = pin.users() {
+            u.key.populate(key);
+        }
+        if pin.is_freed() {
+            // Freed before its key was known to the callback: unlink here.
+            drop(c.pins.remove(&key));
+        }
+        Ok(pin)
+    }
+
+    /// Adds `user` to the users of `pin` (with room for the free callback); `EFAULT`
+    /// if the pin's memory is being freed.
+    fn attach(pin: &SharedPin, user: &Arc<User>) -> Result {
+        if let Some(u) = pin.users() {
+            let mut u = u.users.lock();
+            if u.dead {
+                return Err(EFAULT);
+            }
+            u.list.push(user.clone(), GFP_KERNEL)?;
+        }
+        Ok(())
+    }
+
+    /// Removes `user` from the users of `pin`; unlinks the pin when it was the last.
+    fn detach(&self, pin: &SharedPin, user: &Arc<User>) {
+        let last = match pin.users() {
+            Some(u) => {
+                let mut u = u.users.lock();
+                if let Some(i) = u.list.iter().position(|x| Arc::ptr_eq(x, user)) {
+                    let _ = u.list.remove(i);
+                }
+                u.list.is_empty()
+            }
+            None => true,
+        };
+        if last {
+            if let Some(k) = pin.key() {
+                drop(self.shared.pins.remove(&k));
+            }
+        }
+    }
+
+    fn claim(&self, addr: u64, len: u64, range: GpuRange) -> Result<Option<Arc<User>>> {
+        let c = &self.shared;
+        let Some((space, mm)) = current_space() else {
+            // A kernel thread: not a process's GPU memory.
+            return Ok(None);
+        };
+        if c.mode == Mode::Callback {
+            if let Some(pin) = c.pins.find_covering(space, Mode::Callback, range) {
+                let user = User::new(c, addr, len, range, Some(pin.clone()), None)?;
+                if Self::attach(&pin, &user).is_ok() {
+                    c.stats.pin_reuses.fetch_add(1, Ordering::Relaxed);
+                    return Ok(Some(user));
+                }
+                // Freed meanwhile: pin anew below.
+                user.state.lock().pin = None;
+            }
+        }
+        match self.pin(space, mm, range) {
+            Ok(pin) => {
+                let user = User::new(c, addr, len, range, Some(pin.clone()), None)?;
+                if let Err(e) = Self::attach(&pin, &user) {
+                    // Freed right after pinning: GPU memory of this process, now gone.
+                    user.state.lock().pin = None;
+                    self.detach(&pin, &user);
+                    c.stats.refuse(Refusal::Freed, addr, len, e);
+                    return Ok(Some(User::new(c, addr, len, range, None, Some(e))?));
+                }
+                Ok(Some(user))
+            }
+            // The driver's "not a pinnable range of this process": not ours.
+            Err(e) if e == EINVAL => Ok(None),
+            // GPU memory whose pin failed: claim it, so that get_pages reports the real
+            // cause instead of the core's EFAULT.
+            Err(e) => {
+                let why = if e == ENOMEM { Refusal::Bar1Exhausted } else { Refusal::of_pin_error(e) };
+                c.stats.refuse(why, addr, len, e);
+                Ok(Some(User::new(c, addr, len, range, None, Some(e))?))
+            }
+        }
+    }
+}
+
+/// The calling process's address space, if it has one.
+fn current_space() -> Option<(SpaceId, ARef<Mm>)> {
+    let task = kernel::current!();
+    let mm = task.mm()?;
+    let mm: ARef<Mm> = ARef::from(&**mm);
+    let id = SpaceId {
+        mm: mm.as_raw() as usize,
+        tgid: task.tgid(),
+    };
+    Some((id, mm))
+}
+
+/// Builds the SG entries of `range` (inside the pin's `pin_range`) from the pin's DMA
+/// addresses: contiguous pages merge, up to `max_seg` bytes (and below 4 GiB).
+fn sg_entries(addrs: &[u64], pin_range: GpuRange, range: GpuRange, max_seg: u64) -> Result<(KVec<u64>, KVec<u32>)> {
+    let first = pin_range.page_index(range.start()).ok_or(EINVAL)? as usize;
+    let n = range.pages() as usize;
+    let pages = addrs.get(first..first + n).ok_or(EINVAL)?;
+    let cap = max_seg.min(MAX_SG_ENTRY).max(GPU_PAGE_SIZE) & !(GPU_PAGE_SIZE - 1);
+    let mut dma = KVec::new();
+    let mut len: KVec<u32> = KVec::new();
+    let mut cur: Option<(u64, u64)> = None;
+    for &a in pages {
+        cur = match cur {
+            Some((start, l)) if start.checked_add(l) == Some(a) && l + GPU_PAGE_SIZE <= cap => Some((start, l + GPU_PAGE_SIZE)),
+            Some((start, l)) => {
+                dma.push(start, GFP_KERNEL)?;
+                len.push(l as u32, GFP_KERNEL)?;
+                Some((a, GPU_PAGE_SIZE))
+            }
+            None => Some((a, GPU_PAGE_SIZE)),
+        };
+    }
+    if let Some((start, l)) = cur {
+        dma.push(start, GFP_KERNEL)?;
+        len.push(l as u32, GFP_KERNEL)?;
+    }
+    Ok((dma, len))
+}
+
+impl PeerClient for Client {
+    type Context = Arc<User>;
+
+    fn acquire(&self, addr: u64, size: u64) -> Result<Option<Arc<User>>> {
+        let range = match GpuRange::covering(addr, size) {
+            Ok(r) => r,
+            Err(_) => {
+                self.shared.stats.refuse(Refusal::BadRange, addr, size, EINVAL);
+                return Ok(None);
+            }
+        };
+        let user = self.claim(addr, size, range).map_err(|e| {
+            self.shared.stats.refuse(Refusal::NoMemory, addr, size, e)
+        })?;
+        if user.is_some() {
+            self.shared.stats.registrations.fetch_add(1, Ordering::Relaxed);
+            // One module reference per live context: rmmod fails with EBUSY instead
+            // of blocking in the core's unregistration.
+            glue::module_get();
+        }
+        Ok(user)
+    }
+
+    fn get_pages(&self, user: &Arc<User>, _write: bool, core_context: u64) -> Result {
+        if let Some(e) = user.error {
+            return Err(e);
+        }
+        let pin = user.state.lock().pin.clone().ok_or(EFAULT)?;
+        match pin.users() {
+            Some(u) => {
+                // Under the users lock, so a free callback either sees this context
+                // (and invalidates it) or has already marked the pin dead.
+                let u = u.users.lock();
+                if u.dead {
+                    drop(u);
+                    return Err(self.shared.stats.refuse(Refusal::Freed, user.addr, user.len, EFAULT));
+                }
+                user.core_context.store(core_context, Ordering::Release);
+            }
+            None => user.core_context.store(core_context, Ordering::Release),
+        }
+        Ok(())
+    }
+
+    fn dma_map(&self, user: &Arc<User>, sg: SgHead, dev: DmaDevice) -> Result<u32> {
+        let stats = &self.shared.stats;
+        let refuse = |why, e| stats.refuse(why, user.addr, user.len, e);
+        let peer = dev.pci_function().ok_or_else(|| refuse(Refusal::NotPci, EOPNOTSUPP))?;
+        let pin = user.state.lock().pin.clone().ok_or(EFAULT)?;
+        let max_seg = u64::from(peer.max_segment_size());
+        let mapping = match &pin.handle {
+            PinHandle::Callback(p) => p.dma_map(peer).map(Mapping::Callback),
+            PinHandle::Persistent(p) => p.dma_map(peer).map(Mapping::Persistent),
+        }
+        .map_err(|e| {
+            if e == EFAULT {
+                refuse(Refusal::Freed, e)
+            } else if e == ENOMEM {
+                refuse(Refusal::NoMemory, e)
+            } else {
+                refuse(Refusal::DmaMapFailed, e)
+            }
+        })?;
+        let (dma, len) = sg_entries(mapping.addresses(), pin.range(), user.range, max_seg)
+            .map_err(|e| refuse(Refusal::NoMemory, e))?;
+        sg.fill(&dma, &len).map_err(|e| refuse(Refusal::NoMemory, e))?;
+        let mut st = user.state.lock();
+        st.mapping = Some(mapping);
+        st.sg = Some(sg);
+        Ok(dma.len() as u32)
+    }
+
+    fn dma_unmap(&self, user: &Arc<User>, sg: SgHead) {
+        // An INVALIDATE_UNMAPS client serialises the core's unmap with its own
+        // (facts 2.4); the plain client's unmap runs nested in its invalidation.
+        let _gate = (self.shared.kind == ClientKind::InvalidateUnmaps).then(|| user.gate.lock());
+        let (mapping, ours) = {
+            let mut st = user.state.lock();
+            let ours = st.sg.as_ref().is_some_and(|s| s.is(&sg));
+            if ours {
+                st.sg = None;
+            }
+            (st.mapping.take(), ours)
+        };
+        drop(mapping);
+        if ours {
+            sg.clear();
+        }
+    }
+
+    fn put_pages(&self, user: &Arc<User>, sg: SgHead) {
+        // Same teardown as dma_unmap: after a failed dma_map it finds nothing to do.
+        self.dma_unmap(user, sg);
+    }
+
+    fn page_size(&self, _user: &Arc<User>) -> u64 {
+        GPU_PAGE_SIZE
+    }
+
+    fn release(&self, user: Arc<User>) {
+        {
+            let mut gate = user.gate.lock();
+            gate.released = true;
+        }
+        user.teardown();
+        let pin = user.state.lock().pin.take();
+        if let Some(pin) = pin {
+            self.detach(&pin, &user);
+            drop(pin);
+        }
+        self.shared.stats.releases.fetch_add(1, Ordering::Relaxed);
+        glue::module_put();
+    }
+}

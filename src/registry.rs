@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The pin registry: live GPU pins by address space, pin mode and 64 KiB range.
+//!
+//! Pins sit in a red-black tree ordered by (address space, mode, start, id). Finding a
+//! pin that covers a range walks back from the last pin starting at or before the
+//! range's start, within the same address space and mode, for at most [`SCAN`] pins:
+//! `O(log n + SCAN)` whatever the number of live pins. A covering pin further back is
+//! not found and the registration pins anew, which is always correct (overlapping pins
+//! are legal; the driver shares their BAR1 mappings, ABI facts 1.5). See
+//! docs/architecture.md, "Pin registry".
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use kernel::{
+    new_mutex,
+    prelude::*,
+    rbtree::{RBTree, RBTreeNode},
+    sync::{Arc, Mutex},
+};
+
+use crate::range::GpuRange;
+
+/// How many pins a covering-pin search examines at most.
+pub(crate) const SCAN: usize = 16;
+
+/// How a pin was made; pins of different modes are never shared.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub(crate) enum Mode {
+    /// A pin with a free callback (shared by covered registrations).
+    Callback,
+    /// A persistent pin (never shared: it outlives a free, while the address may be
+    /// reused for new memory).
+    Persistent,
+}
+
+/// The identity of an address space: its `mm_struct` and thread group. The registry's
+/// entries hold a reference on the mm (mmgrab), so the address cannot be reused by
+/// another process while a key names it.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub(crate) struct SpaceId {
+    /// The `mm_struct`'s address (compared, never dereferenced).
+    pub(crate) mm: usize,
+    /// The thread-group id (a CLONE_VM child shares the mm but is another owner).
+    pub(crate) tgid: i32,
+}
+
+/// A pin's place in the tree.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub(crate) struct PinKey {
+    space: SpaceId,
+    mode: Mode,
+    start: u64,
+    id: u64,
+}
+
+impl PinKey {
+    /// The pin's id, unique for the registry's life.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The address space the pin belongs to.
+    pub(crate) fn space(&self) -> SpaceId {
+        self.space
+    }
+
+    /// The pin's mode.
+    pub(crate) fn mode(&self) -> Mode {
+        self.mode
+    }
+}
+
+/// What the registry needs to know of a pin.
+pub(crate) trait Entry: Send + Sync {
+    /// The pinned range.
+    fn range(&self) -> GpuRange;
+    /// Whether a new registration may still use it (not freed or dying).
+    fn usable(&self) -> bool;
+}
+
+/// The registry.
+#[pin_data]
+pub(crate) struct Registry<V: Entry> {
+    #[pin]
+    tree: Mutex<RBTree<PinKey, Arc<V>>>,
+    next_id: AtomicU64,
+}
+
+impl<V: Entry> Registry<V> {
+    /// An empty registry.
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            tree <- new_mutex!(RBTree::new(), "peermem_registry"),
+            next_id: AtomicU64::new(1),
+        })
+    }
+
+    /// Links `pin` under `space`, `mode` and its range; returns its key.
+    pub(crate) fn insert(&self, space: SpaceId, mode: Mode, pin: Arc<V>) -> Result<PinKey> {
+        let key = PinKey {
+            space,
+            mode,
+            start: pin.range().start(),
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+        };
+        let node = RBTreeNode::new(key, pin, GFP_KERNEL)?;
+        self.tree.lock().insert(node);
+        Ok(key)
+    }
+
+    /// Unlinks the pin with `key`, if still linked.
+    pub(crate) fn remove(&self, key: &PinKey) -> Option<Arc<V>> {
+        self.tree.lock().remove(key)
+    }
+
+    /// A usable pin of `space` and `mode` that covers `range`, if one is among the
+    /// [`SCAN`] pins starting closest at or before it.
+    pub(crate) fn find_covering(&self, space: SpaceId, mode: Mode, range: GpuRange) -> Option<Arc<V>> {
+        let probe = PinKey {
+            space,
+            mode,
+            start: range.start(),
+            id: u64::MAX,
+        };
+        let mut tree = self.tree.lock();
+        // No key equals `probe` (ids stop short of u64::MAX): the lower bound is the
+        // first pin after it, so the walk starts one before that.
+        let mut cursor = match tree.cursor_lower_bound_mut(&probe) {
+            Some(c) => c.move_prev(),
+            None => tree.cursor_back_mut(),
+        };
+        for _ in 0..SCAN {
+            let c = cursor?;
+            let (k, v) = c.current();
+            if k.space != space || k.mode != mode {
+                return None;
+            }
+            if range.end() <= v.range().end() && v.usable() {
+                return Some(v.clone());
+            }
+            cursor = c.move_prev();
+        }
+        None
+    }
+
+    /// The number of linked pins.
+    pub(crate) fn len(&self) -> usize {
+        self.tree.lock().iter().count()
+    }
+
+    /// Calls `f` on every linked pin, in key order, under the registry's lock.
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&PinKey, &Arc<V>)) {
+        for (k, v) in self.tree.lock().iter() {
+            f(k, v);
+        }
+    }
+}
+
+#[kunit_tests(peermem_registry)]
+mod tests {
+    use super::*;
+    use crate::range::GPU_PAGE_SIZE as P;
+    use core::sync::atomic::AtomicBool;
+
+    struct Fake {
+        range: GpuRange,
+        usable: AtomicBool,
+    }
+
+    impl Entry for Fake {
+        fn range(&self) -> GpuRange {
+            self.range
+        }
+        fn usable(&self) -> bool {
+            self.usable.load(Ordering::Relaxed)
+        }
+    }
+
+    const A: SpaceId = SpaceId { mm: 0x1000, tgid: 10 };
+    const B: SpaceId = SpaceId { mm: 0x1000, tgid: 11 };
+
+    fn pin(start: u64, pages: u64) -> Result<Arc<Fake>> {
+        Ok(Arc::new(
+            Fake {
+                range: r(start, pages)?,
+                usable: AtomicBool::new(true),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    fn r(start: u64, pages: u64) -> Result<GpuRange> {
+        GpuRange::aligned(start * P, pages * P).ok_or(EINVAL)
+    }
+
+    fn reg() -> Result<Pin<KBox<Registry<Fake>>>> {
+        KBox::pin_init(Registry::new(), GFP_KERNEL)
+    }
+
+    #[test]
+    fn finds_exact_and_covering_pins() -> Result {
+        let reg = reg()?;
+        let big = pin(10, 10)?;
+        reg.insert(A, Mode::Callback, big.clone())?;
+        let found = reg.find_covering(A, Mode::Callback, r(12, 3)?).ok_or(ENOENT)?;
+        assert!(Arc::ptr_eq(&found, &big));
+        assert!(reg.find_covering(A, Mode::Callback, r(10, 10)?).is_some());
+        // Partial overlaps and ranges outside are not covered.
+        assert!(reg.find_covering(A, Mode::Callback, r(15, 10)?).is_none());
+        assert!(reg.find_covering(A, Mode::Callback, r(5, 6)?).is_none());
+        assert!(reg.find_covering(A, Mode::Callback, r(20, 1)?).is_none());
+        Ok(())
+    }
+
+    #[test]
+    fn space_and_mode_separate_pins() -> Result {
+        let reg = reg()?;
+        reg.insert(A, Mode::Callback, pin(0, 8)?)?;
+        assert!(reg.find_covering(B, Mode::Callback, r(1, 1)?).is_none());
+        assert!(reg.find_covering(A, Mode::Persistent, r(1, 1)?).is_none());
+        let other_mm = SpaceId { mm: 0x2000, tgid: 10 };
+        assert!(reg.find_covering(other_mm, Mode::Callback, r(1, 1)?).is_none());
+        Ok(())
+    }
+
+    #[test]
+    fn unusable_pins_are_skipped_and_removal_unlinks() -> Result {
+        let reg = reg()?;
+        let dead = pin(0, 8)?;
+        let live = pin(0, 8)?;
+        reg.insert(A, Mode::Callback, live.clone())?;
+        let dkey = reg.insert(A, Mode::Callback, dead.clone())?;
+        dead.usable.store(false, Ordering::Relaxed);
+        let found = reg.find_covering(A, Mode::Callback, r(2, 2)?).ok_or(ENOENT)?;
+        assert!(Arc::ptr_eq(&found, &live));
+        assert!(reg.remove(&dkey).is_some());
+        assert!(reg.remove(&dkey).is_none());
+        assert_eq!(reg.len(), 1);
+        Ok(())
+    }
+
+    #[test]
+    fn a_covering_pin_behind_small_ones_is_found_within_the_scan() -> Result {
+        let reg = reg()?;
+        reg.insert(A, Mode::Callback, pin(0, 100)?)?;
+        for i in 1..(SCAN as u64 - 1) {
+            reg.insert(A, Mode::Callback, pin(i, 1)?)?;
+        }
+        assert!(reg.find_covering(A, Mode::Callback, r(50, 10)?).is_some());
+        Ok(())
+    }
+
+    #[test]
+    fn the_scan_is_bounded() -> Result {
+        let reg = reg()?;
+        reg.insert(A, Mode::Callback, pin(0, 1000)?)?;
+        for i in 1..=(SCAN as u64) {
+            reg.insert(A, Mode::Callback, pin(i, 1)?)?;
+        }
+        // The big pin is SCAN + 1 pins back: not examined, so not found.
+        assert!(reg.find_covering(A, Mode::Callback, r(500, 1)?).is_none());
+        assert_eq!(reg.len(), SCAN + 1);
+        Ok(())
+    }
+}

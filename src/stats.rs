@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Counters, and the refusal reasons with their errno and rate-limited message.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use kernel::prelude::*;
+
+/// Why a registration of GPU memory was refused.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u32)]
+pub(crate) enum Refusal {
+    /// Zero length, or address + length overflows.
+    BadRange = 0,
+    /// nvidia.ko has no BAR1 space left for the pin (`ENOMEM`).
+    Bar1Exhausted,
+    /// nvidia.ko refused the pin for another reason (`EIO`, `ENOTSUPP`, ...).
+    PinFailed,
+    /// The DMA device is not a PCI function (a software RDMA device).
+    NotPci,
+    /// nvidia.ko could not map the pages for the peer (topology, DMA mask).
+    DmaMapFailed,
+    /// The memory was freed while being registered.
+    Freed,
+    /// No memory for peermem's own bookkeeping.
+    NoMemory,
+}
+
+/// How many refusal reasons there are.
+pub(crate) const REFUSALS: usize = 7;
+
+impl Refusal {
+    /// Every reason, in counter order.
+    pub(crate) const ALL: [Refusal; REFUSALS] = [
+        Refusal::BadRange,
+        Refusal::Bar1Exhausted,
+        Refusal::PinFailed,
+        Refusal::NotPci,
+        Refusal::DmaMapFailed,
+        Refusal::Freed,
+        Refusal::NoMemory,
+    ];
+
+    /// The counter's name.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Refusal::BadRange => "bad_range",
+            Refusal::Bar1Exhausted => "bar1_exhausted",
+            Refusal::PinFailed => "pin_failed",
+            Refusal::NotPci => "not_pci",
+            Refusal::DmaMapFailed => "dma_map_failed",
+            Refusal::Freed => "freed",
+            Refusal::NoMemory => "no_memory",
+        }
+    }
+
+    /// The reason a pin error stands for.
+    pub(crate) fn of_pin_error(e: Error) -> Refusal {
+        if e == ENOMEM {
+            Refusal::Bar1Exhausted
+        } else {
+            Refusal::PinFailed
+        }
+    }
+}
+
+/// The module's counters. All are monotonic except the `*_now` gauges.
+#[derive(Default)]
+pub(crate) struct Stats {
+    /// Registrations claimed (successful acquires).
+    pub(crate) registrations: AtomicU64,
+    /// Registrations released.
+    pub(crate) releases: AtomicU64,
+    /// GPU pins made (one nvidia.ko pin each).
+    pub(crate) pins: AtomicU64,
+    /// Registrations served by an existing pin.
+    pub(crate) pin_reuses: AtomicU64,
+    /// Invalidations delivered to the core.
+    pub(crate) invalidations: AtomicU64,
+    /// Free callbacks received from nvidia.ko.
+    pub(crate) free_callbacks: AtomicU64,
+    /// Bytes pinned now, and the peak.
+    pub(crate) bytes_pinned_now: AtomicU64,
+    pub(crate) bytes_pinned_peak: AtomicU64,
+    /// Pins alive now.
+    pub(crate) pins_now: AtomicU64,
+    /// Refusals, by [`Refusal`].
+    pub(crate) refusals: [AtomicU64; REFUSALS],
+}
+
+impl Stats {
+    /// Counts a refusal and prints why, at most 10 times per 5 s for each reason.
+    pub(crate) fn refuse(&self, why: Refusal, addr: u64, len: u64, err: Error) -> Error {
+        self.refusals[why as usize].fetch_add(1, Ordering::Relaxed);
+        if crate::glue::ratelimit(why as u32) {
+            let what = match why {
+                Refusal::BadRange => "zero length or address + length overflows",
+                Refusal::Bar1Exhausted => "GPU BAR1 space exhausted (too much GPU memory pinned)",
+                Refusal::PinFailed => "nvidia.ko refused to pin the memory",
+                Refusal::NotPci => "the RDMA device is not a PCI function (software RDMA cannot DMA to GPU memory)",
+                Refusal::DmaMapFailed => "nvidia.ko could not map the GPU pages for the RDMA device (PCIe topology or DMA mask)",
+                Refusal::Freed => "the GPU memory was freed during registration",
+                Refusal::NoMemory => "out of memory",
+            };
+            pr_warn!(
+                "refused registration of {:#x}+{:#x}: {} ({:?})\n",
+                addr,
+                len,
+                what,
+                err
+            );
+        }
+        err
+    }
+
+    /// Reads a refusal counter.
+    pub(crate) fn refused(&self, why: Refusal) -> u64 {
+        self.refusals[why as usize].load(Ordering::Relaxed)
+    }
+
+    /// Accounts a pin of `bytes` made.
+    pub(crate) fn pinned(&self, bytes: u64) {
+        self.pins.fetch_add(1, Ordering::Relaxed);
+        self.pins_now.fetch_add(1, Ordering::Relaxed);
+        let now = self.bytes_pinned_now.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        self.bytes_pinned_peak.fetch_max(now, Ordering::Relaxed);
+    }
+
+    /// Accounts a pin of `bytes` gone.
+    pub(crate) fn unpinned(&self, bytes: u64) {
+        self.pins_now.fetch_sub(1, Ordering::Relaxed);
+        self.bytes_pinned_now.fetch_sub(bytes, Ordering::Relaxed);
+    }
+}

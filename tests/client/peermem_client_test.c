@@ -1,0 +1,918 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * KUnit suites of the peermem client, run in the dev VM against the fakes: every
+ * registration goes through the fake peer-memory core (fake_core_reg_mr, standing in
+ * for ibv_reg_mr) into peermem, which pins through the fake nvidia.ko. The suites
+ * assert on what the fakes saw (pins made, DMA addresses, invalidations, contract
+ * violations) and on the errno an application would get.
+ *
+ * One source, one build per peermem mode (PEERMEM_TEST_MODE, see Kbuild); each build
+ * expects peermem loaded in that mode by the plan (tests/qemu/plans/test.sh):
+ *   persistent  peermem defaults: "nv_mem", persistent pins (ABI facts 3)
+ *   callback    persistent_api_support=0: "nv_mem" with callback pins and
+ *               INVALIDATE_UNMAPS, plus "nv_mem_nc" with persistent pins
+ *   peerdirect  persistent_api_support=0 peerdirect_support=1: "nv_mem" as a plain
+ *               invalidating client (the core unmaps inside the invalidation)
+ *   pre535      peermem defaults on the fake of a driver before 535.14 (no persistent
+ *               pair: get_pages with a NULL callback, ABI facts 1.1)
+ *
+ * Every case ends by checking that neither fake saw a contract violation and that no
+ * pin, DMA mapping or region is left.
+ */
+#include <kunit/test.h>
+#include <linux/completion.h>
+#include <linux/delay.h>
+#include <linux/device.h>
+#include <linux/err.h>
+#include <linux/kthread.h>
+#include <linux/sizes.h>
+
+#include "fake_ib_core.h"
+#include "fake_nvidia.h"
+
+#if defined(PEERMEM_TEST_CALLBACK) || defined(PEERMEM_TEST_PEERDIRECT)
+#define CALLBACK_PINS 1
+#else
+#define CALLBACK_PINS 0
+#endif
+
+#define P64K ((u64)SZ_64K)
+
+/* ---- environment ---------------------------------------------------------- */
+
+struct env {
+	struct kunit *test;
+	struct fake_nv_proc *p;
+	struct fake_nv_counters nv0;
+	struct fake_core_counters core0;
+	struct fake_nv_config cfg0;
+};
+
+static void env_begin(struct kunit *test, struct env *e)
+{
+	e->test = test;
+	fake_nv_get_config(&e->cfg0);
+	fake_nv_get_counters(&e->nv0);
+	fake_core_get_counters(&e->core0);
+	e->p = fake_nv_proc_create();
+	KUNIT_ASSERT_NOT_NULL(test, e->p);
+	fake_nv_proc_enter(e->p);
+}
+
+static u64 pins_total(void)
+{
+	struct fake_nv_counters c;
+
+	fake_nv_get_counters(&c);
+	return c.pins_total;
+}
+
+/* No violation in either fake, nothing left pinned, mapped or registered. */
+static void env_end(struct env *e)
+{
+	struct kunit *test = e->test;
+	struct fake_nv_counters nv;
+	struct fake_core_counters core;
+
+	fake_nv_proc_leave(e->p);
+	fake_nv_proc_exit(e->p);
+	KUNIT_EXPECT_EQ(test, fake_nv_set_config(&e->cfg0), 0);
+	fake_nv_get_counters(&nv);
+	fake_core_get_counters(&core);
+	KUNIT_EXPECT_EQ(test, nv.violations_total, e->nv0.violations_total);
+	KUNIT_EXPECT_EQ(test, core.violations_total, e->core0.violations_total);
+	KUNIT_EXPECT_EQ(test, nv.pins_live, 0);
+	KUNIT_EXPECT_EQ(test, nv.dma_mappings_live, 0);
+	KUNIT_EXPECT_EQ(test, nv.bar1_bytes_in_use, 0);
+	KUNIT_EXPECT_EQ(test, core.mrs_live, 0);
+}
+
+static struct fake_mr *reg_on(u64 addr, u64 len, struct device *dev, bool can_invalidate)
+{
+	struct fake_reg_opts o = {
+		.dma_device = dev,
+		.can_invalidate = can_invalidate,
+		.writable = true,
+	};
+
+	return fake_core_reg_mr(addr, len, &o);
+}
+
+static struct fake_mr *reg(u64 addr, u64 len)
+{
+	return reg_on(addr, len, NULL, true);
+}
+
+/* Every byte offset at 64 KiB steps (and the last byte) maps to the GPU page's
+ * physical address: no IOMMU in the VM, so DMA address = BAR address. */
+static void expect_dma_matches(struct kunit *test, struct env *e, struct fake_mr *mr,
+			       u64 addr, u64 len)
+{
+	u64 off;
+
+	for (off = 0; off < len; off += P64K)
+		KUNIT_EXPECT_EQ(test, fake_core_mr_dma_addr(mr, off),
+				fake_nv_phys(e->p, addr + off) + ((addr + off) & (P64K - 1)));
+	KUNIT_EXPECT_EQ(test, fake_core_mr_dma_addr(mr, len - 1),
+			fake_nv_phys(e->p, addr + len - 1) + ((addr + len - 1) & (P64K - 1)));
+}
+
+/* ---- threads for the race cases -------------------------------------------- */
+
+struct job {
+	void (*fn)(struct job *j);
+	struct fake_nv_proc *p;		/* adopted mm, if set (another thread: other tgid) */
+	struct fake_nv_proc *owner;	/* whose allocation job_free frees */
+	u64 va, len;
+	struct fake_mr *mr;
+	void *ctx;
+	long ret;
+	struct completion done;
+};
+
+static int job_main(void *data)
+{
+	struct job *j = data;
+
+	if (j->p)
+		fake_nv_proc_enter(j->p);
+	j->fn(j);
+	if (j->p)
+		fake_nv_proc_leave(j->p);
+	complete(&j->done);
+	return 0;
+}
+
+static int job_start(struct job *j)
+{
+	struct task_struct *t;
+
+	init_completion(&j->done);
+	t = kthread_run(job_main, j, "peermem_test_job");
+	return IS_ERR(t) ? PTR_ERR(t) : 0;
+}
+
+static bool job_wait(struct job *j)
+{
+	return wait_for_completion_timeout(&j->done, msecs_to_jiffies(20000)) != 0;
+}
+
+static void job_free(struct job *j)
+{
+	j->ret = fake_nv_free(j->owner, j->va);
+}
+
+static void job_reg(struct job *j)
+{
+	j->mr = reg(j->va, j->len);
+}
+
+static void job_dereg(struct job *j)
+{
+	fake_core_dereg_mr(j->mr);
+}
+
+/* ---- cases for every mode ------------------------------------------------ */
+
+static void reg_small_large_unaligned(struct kunit *test)
+{
+	struct env e;
+	struct fake_mr *mr;
+	u64 va, n;
+
+	env_begin(test, &e);
+	va = fake_nv_alloc(e.p, 4 * SZ_1M, true);
+	KUNIT_ASSERT_NE(test, va, 0);
+
+	/* Small and unaligned: one page. */
+	n = pins_total();
+	mr = reg(va + 100, 10);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
+	KUNIT_EXPECT_EQ(test, pins_total() - n, 1);
+	expect_dma_matches(test, &e, mr, va + 100, 10);
+	fake_core_dereg_mr(mr);
+
+	/* Crossing a 64 KiB boundary by a byte: two pages, still one pin. */
+	n = pins_total();
+	mr = reg(va + P64K - 1, 2);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
+	KUNIT_EXPECT_EQ(test, pins_total() - n, 1);
+	expect_dma_matches(test, &e, mr, va + P64K - 1, 2);
+	fake_core_dereg_mr(mr);
+
+	/* Large: the whole allocation, contiguous BAR pages merge into few entries. */
+	n = pins_total();
+	mr = reg(va, 4 * SZ_1M);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
+	KUNIT_EXPECT_EQ(test, pins_total() - n, 1);
+	expect_dma_matches(test, &e, mr, va, 4 * SZ_1M);
+	KUNIT_EXPECT_LT(test, fake_core_mr_nents(mr), 4 * SZ_1M / P64K);
+	fake_core_dereg_mr(mr);
+	env_end(&e);
+}
+
+static void zero_length_and_overflow_are_refused(struct kunit *test)
+{
+	struct env e;
+	struct fake_mr *mr;
+	u64 va, n;
+
+	env_begin(test, &e);
+	va = fake_nv_alloc(e.p, SZ_1M, true);
+	KUNIT_ASSERT_NE(test, va, 0);
+	n = pins_total();
+	mr = reg(va, 0);
+	KUNIT_EXPECT_TRUE(test, IS_ERR(mr));
+	mr = reg(U64_MAX - 100, 200);
+	KUNIT_EXPECT_TRUE(test, IS_ERR(mr));
+	mr = reg(U64_MAX - P64K + 1, 1);
+	KUNIT_EXPECT_TRUE(test, IS_ERR(mr));
+	KUNIT_EXPECT_EQ(test, pins_total(), n);
+	env_end(&e);
+}
+
+static void disjoint_registrations_pin_once_each(struct kunit *test)
+{
+	struct fake_mr *mr[16];
+	struct env e;
+	u64 va, n, pins;
+	int i;
+
+	env_begin(test, &e);
+	va = fake_nv_alloc(e.p, ARRAY_SIZE(mr) * P64K, true);
+	KUNIT_ASSERT_NE(test, va, 0);
+	n = pins_total();
+	for (i = 0; i < ARRAY_SIZE(mr); i++) {
+		mr[i] = reg(va + i * P64K + 8, P64K - 16);
+		KUNIT_ASSERT_FALSE(test, IS_ERR(mr[i]));
+	}
+	pins = pins_total() - n;
+	KUNIT_EXPECT_EQ(test, pins, ARRAY_SIZE(mr));
+	kunit_info(test, "pins per disjoint registration: %llu.%02llu (%llu pins, %zu registrations)\n",
+		   pins / ARRAY_SIZE(mr), pins * 100 / ARRAY_SIZE(mr) % 100, pins, ARRAY_SIZE(mr));
+	for (i = 0; i < ARRAY_SIZE(mr); i++)
+		fake_core_dereg_mr(mr[i]);
+	env_end(&e);
+}
+
+static void clone_vm_child_is_not_the_owner(struct kunit *test)
+{
+	struct job j = { .fn = job_reg, .len = SZ_64K };
+	struct env e;
+	u64 n;
+
+	env_begin(test, &e);
+	j.va = fake_nv_alloc(e.p, SZ_1M, true);
+	KUNIT_ASSERT_NE(test, j.va, 0);
+	j.p = e.p;	/* same mm, another thread group */
+	n = pins_total();
+	KUNIT_ASSERT_EQ(test, job_start(&j), 0);
+	KUNIT_ASSERT_TRUE(test, job_wait(&j));
+	/* Not this process's memory: no client claims it, the core answers EFAULT. */
+	KUNIT_EXPECT_TRUE(test, IS_ERR(j.mr));
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(j.mr), -EFAULT);
+	KUNIT_EXPECT_EQ(test, pins_total(), n);
+	if (!IS_ERR(j.mr))
+		fake_core_dereg_mr(j.mr);
+	env_end(&e);
+}
+
+static void bar1_exhaustion_is_enomem(struct kunit *test)
+{
+	struct fake_nv_config cfg;
+	struct fake_mr *mr;
+	struct env e;
+	u64 va;
+
+	env_begin(test, &e);
+	va = fake_nv_alloc(e.p, 8 * SZ_1M, true);
+	KUNIT_ASSERT_NE(test, va, 0);
+	cfg = e.cfg0;
+	cfg.bar1_size = 40 * SZ_1M;
+	cfg.bar1_reserve = 36 * SZ_1M;	/* 4 MiB usable */
+	KUNIT_ASSERT_EQ(test, fake_nv_set_config(&cfg), 0);
+	mr = reg(va, 8 * SZ_1M);
+	/* The application sees the real cause, not the core's EFAULT. */
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(mr), -ENOMEM);
+	if (!IS_ERR(mr))
+		fake_core_dereg_mr(mr);
+	/* What fits still registers. */
+	mr = reg(va, 2 * SZ_1M);
+	KUNIT_EXPECT_FALSE(test, IS_ERR(mr));
+	if (!IS_ERR(mr))
+		fake_core_dereg_mr(mr);
+	env_end(&e);
+}
+
+static void software_rdma_device_is_refused(struct kunit *test)
+{
+	struct device *sw;
+	struct fake_mr *mr;
+	struct env e;
+	u64 va;
+
+	env_begin(test, &e);
+	va = fake_nv_alloc(e.p, SZ_1M, true);
+	KUNIT_ASSERT_NE(test, va, 0);
+	sw = root_device_register("peermem_test_rxe");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(sw));
+	mr = reg_on(va, SZ_64K, sw, true);
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(mr), -EOPNOTSUPP);
+	if (!IS_ERR(mr))
+		fake_core_dereg_mr(mr);
+	root_device_unregister(sw);
+	env_end(&e);
+}
+
+static void dma32_peer_cannot_reach_a_high_bar(struct kunit *test)
+{
+	struct fake_mr *mr;
+	struct env e;
+	u64 high, low;
+
+	env_begin(test, &e);
+	KUNIT_ASSERT_NOT_NULL(test, fake_core_dma32_device());
+	high = fake_nv_alloc(e.p, SZ_1M, false);	/* above 4 GiB */
+	low = fake_nv_alloc(e.p, SZ_1M, true);		/* ivshmem BAR, below 4 GiB */
+	KUNIT_ASSERT_NE(test, high, 0);
+	KUNIT_ASSERT_NE(test, low, 0);
+	KUNIT_ASSERT_GT(test, fake_nv_phys(e.p, high), (u64)U32_MAX);
+	mr = reg_on(high, SZ_64K, fake_core_dma32_device(), true);
+	KUNIT_EXPECT_TRUE(test, IS_ERR(mr));
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(mr), -EIO);
+	if (!IS_ERR(mr))
+		fake_core_dereg_mr(mr);
+	/* The same peer reaches the BAR below 4 GiB; the 64-bit HCA reaches both. */
+	mr = reg_on(low, SZ_64K, fake_core_dma32_device(), true);
+	KUNIT_EXPECT_FALSE(test, IS_ERR(mr));
+	if (!IS_ERR(mr))
+		fake_core_dereg_mr(mr);
+	mr = reg(high, SZ_64K);
+	KUNIT_EXPECT_FALSE(test, IS_ERR(mr));
+	if (!IS_ERR(mr))
+		fake_core_dereg_mr(mr);
+	env_end(&e);
+}
+
+static void page_table_major_1_driver(struct kunit *test)
+{
+	struct fake_nv_config cfg;
+	struct fake_mr *mr;
+	struct env e;
+	u64 va;
+
+	env_begin(test, &e);
+	cfg = e.cfg0;
+	cfg.page_table_major = 1;
+	KUNIT_ASSERT_EQ(test, fake_nv_set_config(&cfg), 0);
+	va = fake_nv_alloc(e.p, SZ_1M, true);
+	KUNIT_ASSERT_NE(test, va, 0);
+	mr = reg(va + 4096, SZ_256K);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
+	expect_dma_matches(test, &e, mr, va + 4096, SZ_256K);
+	fake_core_dereg_mr(mr);
+	env_end(&e);
+}
+
+/* The file closed (process exit) before the registration is deregistered. */
+static void process_exits_before_deregistration(struct kunit *test)
+{
+	struct fake_nv_proc *q;
+	struct fake_nv_counters c;
+	struct fake_mr *mr;
+	struct env e;
+	u64 va;
+
+	env_begin(test, &e);
+	/* A second process of this thread: it exits while registered. */
+	fake_nv_proc_leave(e.p);
+	q = fake_nv_proc_create();
+	KUNIT_ASSERT_NOT_NULL(test, q);
+	fake_nv_proc_enter(q);
+	va = fake_nv_alloc(q, SZ_1M, true);
+	KUNIT_ASSERT_NE(test, va, 0);
+	mr = reg(va, SZ_1M);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
+	fake_nv_proc_leave(q);
+	fake_nv_proc_exit(q);
+	fake_nv_get_counters(&c);
+	if (CALLBACK_PINS) {
+		/* The free callback tore the pin down and invalidated the region once. */
+		KUNIT_EXPECT_EQ(test, fake_core_mr_invalidations(mr), 1);
+		KUNIT_EXPECT_EQ(test, c.pins_live, 0);
+	} else {
+		/* A persistent pin keeps the memory until deregistration. */
+		KUNIT_EXPECT_EQ(test, fake_core_mr_invalidations(mr), 0);
+		KUNIT_EXPECT_EQ(test, c.pins_live, 1);
+	}
+	fake_core_dereg_mr(mr);
+	fake_nv_proc_enter(e.p);
+	env_end(&e);
+}
+
+/* The registration deregistered before the file is closed. */
+static void process_exits_after_deregistration(struct kunit *test)
+{
+	struct fake_mr *mr;
+	struct env e;
+	u64 va;
+
+	env_begin(test, &e);
+	va = fake_nv_alloc(e.p, SZ_1M, true);
+	KUNIT_ASSERT_NE(test, va, 0);
+	mr = reg(va, SZ_1M);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
+	KUNIT_EXPECT_EQ(test, fake_core_mr_invalidations(mr), 0);
+	fake_core_dereg_mr(mr);
+	env_end(&e);	/* exits the process: nothing of it is pinned any more */
+}
+
+#if CALLBACK_PINS
+/* ---- callback mode ---------------------------------------------------------- */
+
+static void covered_registration_reuses_the_pin(struct kunit *test)
+{
+	struct fake_nv_counters c;
+	struct fake_mr *big, *small;
+	struct env e;
+	u64 va, n, reused;
+
+	env_begin(test, &e);
+	va = fake_nv_alloc(e.p, SZ_2M, true);
+	KUNIT_ASSERT_NE(test, va, 0);
+	n = pins_total();
+	big = reg(va, SZ_2M);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(big));
+	KUNIT_EXPECT_EQ(test, pins_total() - n, 1);
+	n = pins_total();
+	small = reg(va + SZ_1M + 123, 1000);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(small));
+	reused = pins_total() - n;
+	KUNIT_EXPECT_EQ(test, reused, 0);
+	kunit_info(test, "pins for a covered callback-mode registration: %llu\n", reused);
+	/* The covered registration's SG list covers its own range only. */
+	expect_dma_matches(test, &e, small, va + SZ_1M + 123, 1000);
+	KUNIT_EXPECT_EQ(test, fake_core_mr_nents(small), 1);
+	/* Releasing the covering one leaves the other's mapping and pin alive. */
+	fake_core_dereg_mr(big);
+	fake_nv_get_counters(&c);
+	KUNIT_EXPECT_EQ(test, c.pins_live, 1);
+	KUNIT_EXPECT_EQ(test, c.dma_mappings_live, 1);
+	expect_dma_matches(test, &e, small, va + SZ_1M + 123, 1000);
+	fake_core_dereg_mr(small);
+	env_end(&e);
+}
+
+static void these_must_pin_anew(struct kunit *test)
+{
+	struct fake_mr *a, *b;
+	struct fake_nv_proc *q;
+	struct env e;
+	u64 va, va2, n;
+
+	env_begin(test, &e);
+	va = fake_nv_alloc(e.p, SZ_1M, true);
+	KUNIT_ASSERT_NE(test, va, 0);
+	a = reg(va, 4 * P64K);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(a));
+
+	/* A partial overlap. */
+	n = pins_total();
+	b = reg(va + 2 * P64K, 4 * P64K);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(b));
+	KUNIT_EXPECT_EQ(test, pins_total() - n, 1);
+	fake_core_dereg_mr(b);
+
+	/* A different client mode: a buffer that cannot be invalidated goes to the
+	 * persistent client, which never shares. */
+	n = pins_total();
+	b = reg_on(va, P64K, NULL, false);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(b));
+	KUNIT_EXPECT_STREQ(test, fake_core_mr_client(b), "nv_mem_nc");
+	KUNIT_EXPECT_EQ(test, pins_total() - n, 1);
+	fake_core_dereg_mr(b);
+
+	/* Another process with memory at the same address. */
+	fake_nv_proc_leave(e.p);
+	q = fake_nv_proc_create();
+	KUNIT_ASSERT_NOT_NULL(test, q);
+	fake_nv_proc_enter(q);
+	va2 = fake_nv_alloc_at(q, va, SZ_1M, true);
+	KUNIT_ASSERT_EQ(test, va2, va);
+	n = pins_total();
+	b = reg(va, P64K);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(b));
+	KUNIT_EXPECT_EQ(test, pins_total() - n, 1);
+	expect_dma_matches(test, &e, a, va, 4 * P64K);
+	fake_core_dereg_mr(b);
+	fake_nv_proc_leave(q);
+	fake_nv_proc_exit(q);
+	fake_nv_proc_enter(e.p);
+
+	/* The same address after free and reallocation: the old pin died with the
+	 * memory and is never reused. */
+	KUNIT_EXPECT_EQ(test, fake_nv_free(e.p, va), 0);
+	KUNIT_EXPECT_EQ(test, fake_core_mr_invalidations(a), 1);
+	KUNIT_ASSERT_EQ(test, fake_nv_alloc_at(e.p, va, SZ_1M, true), va);
+	n = pins_total();
+	b = reg(va, P64K);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(b));
+	KUNIT_EXPECT_EQ(test, pins_total() - n, 1);
+	expect_dma_matches(test, &e, b, va, P64K);
+	fake_core_dereg_mr(b);
+	fake_core_dereg_mr(a);
+	env_end(&e);
+}
+
+static void free_invalidates_each_registration_once(struct kunit *test)
+{
+	struct fake_mr *mr[4];
+	struct env e;
+	u64 va;
+	int i;
+
+	env_begin(test, &e);
+	va = fake_nv_alloc(e.p, SZ_1M, true);
+	KUNIT_ASSERT_NE(test, va, 0);
+	mr[0] = reg(va, SZ_1M);			/* a pin */
+	mr[1] = reg(va + P64K, P64K);		/* covered: shares it */
+	mr[2] = reg(va + 3 * P64K, 2 * P64K);	/* covered: shares it */
+	mr[3] = reg(va + SZ_512K, SZ_1M - SZ_512K); /* covered too */
+	for (i = 0; i < ARRAY_SIZE(mr); i++)
+		KUNIT_ASSERT_FALSE(test, IS_ERR(mr[i]));
+	KUNIT_EXPECT_EQ(test, fake_nv_free(e.p, va), 0);
+	for (i = 0; i < ARRAY_SIZE(mr); i++)
+		KUNIT_EXPECT_EQ(test, fake_core_mr_invalidations(mr[i]), 1);
+	for (i = 0; i < ARRAY_SIZE(mr); i++)
+		fake_core_dereg_mr(mr[i]);
+	env_end(&e);
+}
+
+
+/* ---- races, made deterministic with the fakes' pause points ------------------- */
+
+struct race {
+	struct job g, h;	/* the concurrent actions */
+	u64 old;		/* a hit counter before the race */
+};
+
+/* Polls until a hit counter exceeds @old; false after 5 s. */
+static bool reached(u64 (*get)(int), int pt, u64 old)
+{
+	int i;
+
+	for (i = 0; i < 500; i++) {
+		if (get(pt) > old)
+			return true;
+		msleep(10);
+	}
+	return false;
+}
+
+static u64 nv_hits(int pt)
+{
+	return fake_nv_pause_hits(pt);
+}
+
+static int finish(struct job *j, int ret)
+{
+	if (!ret && !job_wait(j))
+		ret = -ETIMEDOUT;
+	return ret;
+}
+
+static void orch_free_in_put_pages(struct job *j)
+{
+	struct race *r = j->ctx;
+	int ret;
+
+	ret = fake_nv_pause_wait(FAKE_NV_PAUSE_PUT_PAGES, 5000);
+	if (!ret)
+		ret = job_start(&r->g);
+	msleep(50);	/* the free now waits for the driver lock put_pages holds */
+	fake_nv_pause_release(FAKE_NV_PAUSE_PUT_PAGES);
+	j->ret = finish(&r->g, ret);
+}
+
+/*
+ * The memory is freed while the owner's deregistration is inside put_pages: the free
+ * waits for the driver lock, then finds the pin gone; no callback runs.
+ */
+static void race_free_while_deregistration_is_in_put_pages(struct kunit *test)
+{
+	struct race r = { .g = { .fn = job_free } };
+	struct job f = { .fn = orch_free_in_put_pages, .ctx = &r };
+	struct fake_nv_counters c;
+	struct fake_mr *mr;
+	struct env e;
+	u64 hits;
+
+	env_begin(test, &e);
+	r.g.owner = e.p;
+	r.g.va = fake_nv_alloc(e.p, SZ_1M, true);
+	KUNIT_ASSERT_NE(test, r.g.va, 0);
+	mr = reg(r.g.va, SZ_1M);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
+	hits = fake_nv_pause_hits(FAKE_NV_PAUSE_PUT_PAGES);
+	fake_nv_pause_arm(FAKE_NV_PAUSE_PUT_PAGES);
+	KUNIT_ASSERT_EQ(test, job_start(&f), 0);
+	fake_core_dereg_mr(mr);		/* parks in put_pages until f releases it */
+	KUNIT_ASSERT_TRUE(test, job_wait(&f));
+	KUNIT_EXPECT_EQ(test, f.ret, 0);
+	KUNIT_EXPECT_EQ(test, r.g.ret, 0);
+	KUNIT_EXPECT_EQ(test, fake_nv_pause_hits(FAKE_NV_PAUSE_PUT_PAGES), hits + 1);
+	fake_nv_get_counters(&c);
+	KUNIT_EXPECT_EQ(test, c.callbacks_run, e.nv0.callbacks_run);
+	env_end(&e);
+}
+
+static void orch_free_in_dma_map(struct job *j)
+{
+	struct race *r = j->ctx;
+	int ret;
+
+	ret = fake_nv_pause_wait(FAKE_NV_PAUSE_DMA_MAP, 5000);
+	if (!ret)
+		ret = job_start(&r->g);
+	/* The free callback starts and blocks invalidating the registration whose
+	 * dma_map is in flight (the core holds its mapping lock). */
+	if (!ret && !reached(nv_hits, FAKE_NV_PAUSE_CB_BEFORE_CLIENT, r->old))
+		ret = -ETIMEDOUT;
+	msleep(20);
+	fake_nv_pause_release(FAKE_NV_PAUSE_DMA_MAP);
+	j->ret = finish(&r->g, ret);
+}
+
+/*
+ * The memory is freed while a second registration sharing the pin is inside
+ * nvidia_p2p_dma_map_pages: that registration fails with EFAULT, the first is
+ * invalidated once, and the callback lets the in-flight call finish before the
+ * driver frees the table (the fake counts a call in flight at free as a violation).
+ */
+static void race_free_while_another_registration_is_in_dma_map(struct kunit *test)
+{
+	struct race r = { .g = { .fn = job_free } };
+	struct job f = { .fn = orch_free_in_dma_map, .ctx = &r };
+	struct fake_mr *mr, *mr2;
+	struct env e;
+	u64 hits;
+
+	env_begin(test, &e);
+	r.g.owner = e.p;
+	r.g.va = fake_nv_alloc(e.p, SZ_1M, true);
+	KUNIT_ASSERT_NE(test, r.g.va, 0);
+	mr = reg(r.g.va, SZ_1M);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
+	hits = fake_nv_pause_hits(FAKE_NV_PAUSE_DMA_MAP);
+	r.old = fake_nv_pause_hits(FAKE_NV_PAUSE_CB_BEFORE_CLIENT);
+	fake_nv_pause_arm(FAKE_NV_PAUSE_DMA_MAP);
+	KUNIT_ASSERT_EQ(test, job_start(&f), 0);
+	mr2 = reg(r.g.va + P64K, P64K);	/* shares the pin; parks in dma_map */
+	KUNIT_ASSERT_TRUE(test, job_wait(&f));
+	KUNIT_EXPECT_EQ(test, f.ret, 0);
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(mr2), -EFAULT);
+	if (!IS_ERR(mr2))
+		fake_core_dereg_mr(mr2);
+	KUNIT_EXPECT_EQ(test, fake_nv_pause_hits(FAKE_NV_PAUSE_DMA_MAP), hits + 1);
+	KUNIT_EXPECT_EQ(test, fake_core_mr_invalidations(mr), 1);
+	fake_core_dereg_mr(mr);
+	env_end(&e);
+}
+
+static void orch_free_after_acquire(struct job *j)
+{
+	struct race *r = j->ctx;
+	int ret;
+
+	ret = fake_core_pause_wait(FAKE_CORE_PAUSE_AFTER_ACQUIRE, 5000);
+	if (!ret)
+		ret = job_start(&r->g);
+	ret = finish(&r->g, ret);
+	fake_core_pause_release(FAKE_CORE_PAUSE_AFTER_ACQUIRE);
+	j->ret = ret;
+}
+
+/* The memory is freed between acquire (which pinned) and get_pages. */
+static void race_free_between_acquire_and_get_pages(struct kunit *test)
+{
+	struct race r = { .g = { .fn = job_free } };
+	struct job f = { .fn = orch_free_after_acquire, .ctx = &r };
+	struct fake_nv_counters c;
+	struct fake_mr *mr;
+	struct env e;
+	u64 hits;
+
+	env_begin(test, &e);
+	r.g.owner = e.p;
+	r.g.va = fake_nv_alloc(e.p, SZ_1M, true);
+	KUNIT_ASSERT_NE(test, r.g.va, 0);
+	hits = fake_core_pause_hits(FAKE_CORE_PAUSE_AFTER_ACQUIRE);
+	fake_core_pause_arm(FAKE_CORE_PAUSE_AFTER_ACQUIRE);
+	KUNIT_ASSERT_EQ(test, job_start(&f), 0);
+	mr = reg(r.g.va, SZ_1M);	/* parks after acquire until the free is done */
+	KUNIT_ASSERT_TRUE(test, job_wait(&f));
+	KUNIT_EXPECT_EQ(test, f.ret, 0);
+	KUNIT_EXPECT_EQ(test, r.g.ret, 0);
+	/* get_pages found the pin dead: the registration fails cleanly. */
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(mr), -EFAULT);
+	if (!IS_ERR(mr))
+		fake_core_dereg_mr(mr);
+	KUNIT_EXPECT_EQ(test, fake_core_pause_hits(FAKE_CORE_PAUSE_AFTER_ACQUIRE), hits + 1);
+	fake_nv_get_counters(&c);
+	KUNIT_EXPECT_EQ(test, c.callbacks_run, e.nv0.callbacks_run + 1);
+	env_end(&e);
+}
+
+static void orch_dereg_in_invalidate(struct job *j)
+{
+	struct race *r = j->ctx;
+	int ret;
+
+	ret = job_start(&r->g);		/* free: the callback enters invalidate */
+	if (!ret)
+		ret = fake_core_pause_wait(FAKE_CORE_PAUSE_IN_INVALIDATE, 5000);
+	if (!ret)
+		ret = job_start(&r->h);	/* deregister meanwhile */
+	msleep(50);
+	fake_core_pause_release(FAKE_CORE_PAUSE_IN_INVALIDATE);
+	ret = finish(&r->g, ret);
+	j->ret = finish(&r->h, ret);
+}
+
+/*
+ * The application deregisters while the free callback is inside the core's
+ * invalidate: release waits for the invalidation of that registration to finish, the
+ * registration is invalidated at most once and torn down once.
+ */
+static void race_deregistration_while_callback_is_in_invalidate(struct kunit *test)
+{
+	struct race r = { .g = { .fn = job_free }, .h = { .fn = job_dereg } };
+	struct job f = { .fn = orch_dereg_in_invalidate, .ctx = &r };
+	struct env e;
+	u64 hits;
+
+	env_begin(test, &e);
+	r.g.owner = e.p;
+	r.g.va = fake_nv_alloc(e.p, SZ_1M, true);
+	KUNIT_ASSERT_NE(test, r.g.va, 0);
+	r.h.mr = reg(r.g.va, SZ_1M);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(r.h.mr));
+	hits = fake_core_pause_hits(FAKE_CORE_PAUSE_IN_INVALIDATE);
+	fake_core_pause_arm(FAKE_CORE_PAUSE_IN_INVALIDATE);
+	KUNIT_ASSERT_EQ(test, job_start(&f), 0);
+	KUNIT_ASSERT_TRUE(test, job_wait(&f));
+	KUNIT_EXPECT_EQ(test, f.ret, 0);
+	KUNIT_EXPECT_EQ(test, r.g.ret, 0);
+	KUNIT_EXPECT_EQ(test, fake_core_pause_hits(FAKE_CORE_PAUSE_IN_INVALIDATE), hits + 1);
+	env_end(&e);
+}
+
+#define STRESS_ROUNDS 1000
+
+/* Free racing deregistration on two kthreads, many times. */
+static void race_free_against_deregistration_rounds(struct kunit *test)
+{
+	struct fake_nv_counters c;
+	struct env e;
+	int i, invalidated = 0;
+
+	env_begin(test, &e);
+	for (i = 0; i < STRESS_ROUNDS; i++) {
+		struct job g = { .fn = job_free, .owner = e.p };
+		struct fake_mr *mr, *mr2;
+
+		g.va = fake_nv_alloc(e.p, 2 * P64K, true);
+		KUNIT_ASSERT_NE(test, g.va, 0);
+		mr = reg(g.va, 2 * P64K);
+		mr2 = reg(g.va + P64K, P64K);
+		KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
+		KUNIT_ASSERT_FALSE(test, IS_ERR(mr2));
+		KUNIT_ASSERT_EQ(test, job_start(&g), 0);
+		fake_core_dereg_mr(mr);
+		invalidated += fake_core_mr_invalidations(mr2);
+		fake_core_dereg_mr(mr2);
+		KUNIT_ASSERT_TRUE(test, job_wait(&g));
+		KUNIT_ASSERT_EQ(test, g.ret, 0);
+	}
+	fake_nv_get_counters(&c);
+	kunit_info(test, "%d rounds, %d registrations invalidated, %llu callbacks\n",
+		   STRESS_ROUNDS, invalidated, c.callbacks_run - e.nv0.callbacks_run);
+	env_end(&e);
+}
+#endif /* CALLBACK_PINS */
+
+#if !CALLBACK_PINS
+/* ---- persistent pins ---------------------------------------------------------- */
+
+static void covered_registration_pins_anew(struct kunit *test)
+{
+	struct fake_mr *big, *small;
+	struct env e;
+	u64 va, n;
+
+	env_begin(test, &e);
+	va = fake_nv_alloc(e.p, SZ_2M, true);
+	KUNIT_ASSERT_NE(test, va, 0);
+	big = reg(va, SZ_2M);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(big));
+	n = pins_total();
+	small = reg(va + P64K, P64K);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(small));
+	/* A persistent pin outlives a free while the address may be reused: never
+	 * shared. */
+	KUNIT_EXPECT_EQ(test, pins_total() - n, 1);
+	fake_core_dereg_mr(small);
+	fake_core_dereg_mr(big);
+	env_end(&e);
+}
+
+static void memory_outlives_free_until_deregistration(struct kunit *test)
+{
+	struct fake_nv_counters c;
+	struct fake_mr *mr;
+	struct env e;
+	u64 va;
+
+	env_begin(test, &e);
+	va = fake_nv_alloc(e.p, SZ_1M, true);
+	KUNIT_ASSERT_NE(test, va, 0);
+	mr = reg(va, SZ_1M);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
+	fake_nv_get_counters(&c);
+	KUNIT_EXPECT_EQ(test, c.persistent_live, 1);
+	KUNIT_EXPECT_EQ(test, fake_nv_free(e.p, va), 0);
+	fake_nv_get_counters(&c);
+	KUNIT_EXPECT_EQ(test, c.pins_live, 1);
+	KUNIT_EXPECT_EQ(test, c.callbacks_run, e.nv0.callbacks_run);
+	KUNIT_EXPECT_EQ(test, fake_core_mr_invalidations(mr), 0);
+	KUNIT_EXPECT_NE(test, fake_core_mr_dma_addr(mr, 0), 0);
+	fake_core_dereg_mr(mr);
+	fake_nv_get_counters(&c);
+	KUNIT_EXPECT_EQ(test, c.pins_live, 0);
+	env_end(&e);
+}
+#endif
+
+#ifdef PEERMEM_TEST_PRE535
+static void old_driver_takes_the_null_callback_path(struct kunit *test)
+{
+	struct fake_nv_counters c;
+	struct fake_mr *mr;
+	struct env e;
+	u64 va;
+
+	env_begin(test, &e);
+	KUNIT_ASSERT_TRUE(test, fake_nv_is_pre_535());
+	va = fake_nv_alloc(e.p, SZ_1M, true);
+	KUNIT_ASSERT_NE(test, va, 0);
+	mr = reg(va, SZ_1M);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
+	fake_nv_get_counters(&c);
+	/* nvidia_p2p_get_pages with a NULL callback: a persistent pin there. */
+	KUNIT_EXPECT_EQ(test, c.persistent_live, 1);
+	KUNIT_EXPECT_EQ(test, c.refused_null_callback, e.nv0.refused_null_callback);
+	fake_core_dereg_mr(mr);
+	env_end(&e);
+}
+#endif
+
+/* ---- suite ----------------------------------------------------------------- */
+
+static struct kunit_case peermem_client_cases[] = {
+	KUNIT_CASE(reg_small_large_unaligned),
+	KUNIT_CASE(zero_length_and_overflow_are_refused),
+	KUNIT_CASE(disjoint_registrations_pin_once_each),
+	KUNIT_CASE(clone_vm_child_is_not_the_owner),
+	KUNIT_CASE(bar1_exhaustion_is_enomem),
+	KUNIT_CASE(software_rdma_device_is_refused),
+	KUNIT_CASE(dma32_peer_cannot_reach_a_high_bar),
+	KUNIT_CASE(page_table_major_1_driver),
+	KUNIT_CASE(process_exits_before_deregistration),
+	KUNIT_CASE(process_exits_after_deregistration),
+#if CALLBACK_PINS
+	KUNIT_CASE(covered_registration_reuses_the_pin),
+	KUNIT_CASE(these_must_pin_anew),
+	KUNIT_CASE(free_invalidates_each_registration_once),
+	KUNIT_CASE(race_free_while_deregistration_is_in_put_pages),
+	KUNIT_CASE(race_free_while_another_registration_is_in_dma_map),
+	KUNIT_CASE(race_free_between_acquire_and_get_pages),
+	KUNIT_CASE(race_deregistration_while_callback_is_in_invalidate),
+	KUNIT_CASE_SLOW(race_free_against_deregistration_rounds),
+#else
+	KUNIT_CASE(covered_registration_pins_anew),
+	KUNIT_CASE(memory_outlives_free_until_deregistration),
+#endif
+#ifdef PEERMEM_TEST_PRE535
+	KUNIT_CASE(old_driver_takes_the_null_callback_path),
+#endif
+	{}
+};
+
+static struct kunit_suite peermem_client_suite = {
+	.name = PEERMEM_TEST_SUITE,
+	.test_cases = peermem_client_cases,
+};
+kunit_test_suite(peermem_client_suite);
+
+MODULE_LICENSE("Dual MIT/GPL");
+MODULE_DESCRIPTION("KUnit suites of the peermem client, against the fake drivers");
