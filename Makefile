@@ -8,6 +8,7 @@
 #   make run        set up, build, boot the dev VM and show the module working
 #   make test       set up, build, run every test; ends with "N passed, N failed"
 #   make check      rustfmt and clippy with the kernel's settings
+#   make fmt        format the module (kernel settings) and the host workspace
 #
 # KDIR defaults to the project's dev kernel (built and cached by scripts/build-kernel);
 # any Rust-enabled kernel build tree works: make KDIR=/path/to/build
@@ -27,7 +28,7 @@ KBUILD_EXTRA_SYMBOLS ?=
 
 MODULE_SRCS := Kbuild VERSION $(wildcard src/*.rs src/*/*.rs src/*.c include/*.h bindings/*.rs)
 
-.PHONY: all modules dropin setup kernel run test check clean
+.PHONY: all modules dropin setup kernel run test check fmt clean
 
 all: modules
 
@@ -59,6 +60,11 @@ test: setup
 
 check: setup
 	@$(ROOT)/scripts/check
+
+# Formats the module with the kernel's rustfmt settings and the host workspace.
+fmt:
+	/usr/bin/rustfmt --edition 2021 --config-path $(K)/.rustfmt.toml $(ROOT)/src/peermem.rs
+	cargo fmt --all
 
 clean:
 	rm -rf $(BUILD) target

@@ -54,7 +54,6 @@ impl Mapping {
             Mapping::Persistent(m) => m.addresses(),
         }
     }
-
 }
 
 /// A live GPU pin, shared by the registrations it covers.
@@ -94,9 +93,29 @@ impl SharedPin {
         self.key.copy()
     }
 
-    /// The address space the pin belongs to.
-    pub(crate) fn space(&self) -> SpaceId {
-        self.space
+    /// Writes the pin's line of the debugfs `pins` file.
+    pub(crate) fn describe(
+        &self,
+        key: &PinKey,
+        f: &mut core::fmt::Formatter<'_>,
+    ) -> core::fmt::Result {
+        let r = self.range();
+        let (users, mode) = match self.users() {
+            Some(u) => (u.users.lock().list.len(), "callback"),
+            None => (1, "persistent"),
+        };
+        writeln!(
+            f,
+            "{} {} {} {:#x} {:#x} {} {} {}",
+            key.id(),
+            self.space.tgid,
+            mode,
+            r.start(),
+            r.end(),
+            r.len(),
+            users,
+            if self.is_freed() { "freed" } else { "live" }
+        )
     }
 }
 
@@ -138,7 +157,10 @@ impl FreeHandler for PinUsers {
             u.dead = true;
             core::mem::take(&mut u.list)
         };
-        self.client.stats.free_callbacks.fetch_add(1, Ordering::Relaxed);
+        self.client
+            .stats
+            .free_callbacks
+            .fetch_add(1, Ordering::Relaxed);
         if let Some(key) = self.key.copy() {
             drop(self.client.pins.remove(&key));
         }
@@ -187,8 +209,15 @@ struct Gate {
 }
 
 impl User {
-    fn new(client: &Arc<ClientShared>, addr: u64, len: u64, range: GpuRange, pin: Option<Arc<SharedPin>>, error: Option<Error>) -> Result<Arc<User>> {
-        Ok(Arc::pin_init(
+    fn new(
+        client: &Arc<ClientShared>,
+        addr: u64,
+        len: u64,
+        range: GpuRange,
+        pin: Option<Arc<SharedPin>>,
+        error: Option<Error>,
+    ) -> Result<Arc<User>> {
+        Arc::pin_init(
             pin_init!(User {
                 client: client.clone(),
                 addr,
@@ -200,8 +229,7 @@ impl User {
                 gate <- new_mutex!(Gate { released: false, invalidated: false }, "peermem_user_gate"),
             }),
             GFP_KERNEL,
-        )?
-        .into())
+        )
     }
 
     /// Invalidates the registration through the core (from the free callback): once,
@@ -220,7 +248,10 @@ impl User {
         if let Some(inv) = self.client.invalidator.as_ref() {
             match inv.invalidate(cc) {
                 Ok(()) => {
-                    self.client.stats.invalidations.fetch_add(1, Ordering::Relaxed);
+                    self.client
+                        .stats
+                        .invalidations
+                        .fetch_add(1, Ordering::Relaxed);
                 }
                 Err(e) => pr_warn!("invalidation of core context {} failed: {:?}\n", cc, e),
             }
@@ -256,7 +287,13 @@ pub(crate) struct Client {
 
 impl Client {
     /// A client pinning in `mode`, registered as `kind`.
-    pub(crate) fn new(nv: NvP2p, mode: Mode, kind: ClientKind, pins: Arc<Pins>, stats: Arc<Stats>) -> Result<Arc<Client>> {
+    pub(crate) fn new(
+        nv: NvP2p,
+        mode: Mode,
+        kind: ClientKind,
+        pins: Arc<Pins>,
+        stats: Arc<Stats>,
+    ) -> Result<Arc<Client>> {
         let shared = Arc::new(
             ClientShared {
                 nv,
@@ -285,7 +322,13 @@ impl Client {
                     client: c.clone(),
                     key: SetOnce::new(),
                     users: KBox::pin_init(
-                        new_mutex!(Users { dead: false, list: KVec::new() }, "peermem_pin_users"),
+                        new_mutex!(
+                            Users {
+                                dead: false,
+                                list: KVec::new()
+                            },
+                            "peermem_pin_users"
+                        ),
                         GFP_KERNEL,
                     )?,
                 };
@@ -382,7 +425,11 @@ impl Client {
             // GPU memory whose pin failed: claim it, so that get_pages reports the real
             // cause instead of the core's EFAULT.
             Err(e) => {
-                let why = if e == ENOMEM { Refusal::Bar1Exhausted } else { Refusal::of_pin_error(e) };
+                let why = if e == ENOMEM {
+                    Refusal::Bar1Exhausted
+                } else {
+                    Refusal::of_pin_error(e)
+                };
                 c.stats.refuse(why, addr, len, e);
                 Ok(Some(User::new(c, addr, len, range, None, Some(e))?))
             }
@@ -404,17 +451,24 @@ fn current_space() -> Option<(SpaceId, ARef<Mm>)> {
 
 /// Builds the SG entries of `range` (inside the pin's `pin_range`) from the pin's DMA
 /// addresses: contiguous pages merge, up to `max_seg` bytes (and below 4 GiB).
-fn sg_entries(addrs: &[u64], pin_range: GpuRange, range: GpuRange, max_seg: u64) -> Result<(KVec<u64>, KVec<u32>)> {
+fn sg_entries(
+    addrs: &[u64],
+    pin_range: GpuRange,
+    range: GpuRange,
+    max_seg: u64,
+) -> Result<(KVec<u64>, KVec<u32>)> {
     let first = pin_range.page_index(range.start()).ok_or(EINVAL)? as usize;
     let n = range.pages() as usize;
     let pages = addrs.get(first..first + n).ok_or(EINVAL)?;
-    let cap = max_seg.min(MAX_SG_ENTRY).max(GPU_PAGE_SIZE) & !(GPU_PAGE_SIZE - 1);
+    let cap = max_seg.clamp(GPU_PAGE_SIZE, MAX_SG_ENTRY) & !(GPU_PAGE_SIZE - 1);
     let mut dma = KVec::new();
     let mut len: KVec<u32> = KVec::new();
     let mut cur: Option<(u64, u64)> = None;
     for &a in pages {
         cur = match cur {
-            Some((start, l)) if start.checked_add(l) == Some(a) && l + GPU_PAGE_SIZE <= cap => Some((start, l + GPU_PAGE_SIZE)),
+            Some((start, l)) if start.checked_add(l) == Some(a) && l + GPU_PAGE_SIZE <= cap => {
+                Some((start, l + GPU_PAGE_SIZE))
+            }
             Some((start, l)) => {
                 dma.push(start, GFP_KERNEL)?;
                 len.push(l as u32, GFP_KERNEL)?;
@@ -437,15 +491,20 @@ impl PeerClient for Client {
         let range = match GpuRange::covering(addr, size) {
             Ok(r) => r,
             Err(_) => {
-                self.shared.stats.refuse(Refusal::BadRange, addr, size, EINVAL);
+                self.shared
+                    .stats
+                    .refuse(Refusal::BadRange, addr, size, EINVAL);
                 return Ok(None);
             }
         };
-        let user = self.claim(addr, size, range).map_err(|e| {
-            self.shared.stats.refuse(Refusal::NoMemory, addr, size, e)
-        })?;
+        let user = self
+            .claim(addr, size, range)
+            .map_err(|e| self.shared.stats.refuse(Refusal::NoMemory, addr, size, e))?;
         if user.is_some() {
-            self.shared.stats.registrations.fetch_add(1, Ordering::Relaxed);
+            self.shared
+                .stats
+                .registrations
+                .fetch_add(1, Ordering::Relaxed);
             // One module reference per live context: rmmod fails with EBUSY instead
             // of blocking in the core's unregistration.
             glue::module_get();
@@ -465,7 +524,12 @@ impl PeerClient for Client {
                 let u = u.users.lock();
                 if u.dead {
                     drop(u);
-                    return Err(self.shared.stats.refuse(Refusal::Freed, user.addr, user.len, EFAULT));
+                    return Err(self.shared.stats.refuse(
+                        Refusal::Freed,
+                        user.addr,
+                        user.len,
+                        EFAULT,
+                    ));
                 }
                 user.core_context.store(core_context, Ordering::Release);
             }
@@ -477,7 +541,9 @@ impl PeerClient for Client {
     fn dma_map(&self, user: &Arc<User>, sg: SgHead, dev: DmaDevice) -> Result<u32> {
         let stats = &self.shared.stats;
         let refuse = |why, e| stats.refuse(why, user.addr, user.len, e);
-        let peer = dev.pci_function().ok_or_else(|| refuse(Refusal::NotPci, EOPNOTSUPP))?;
+        let peer = dev
+            .pci_function()
+            .ok_or_else(|| refuse(Refusal::NotPci, EOPNOTSUPP))?;
         let pin = user.state.lock().pin.clone().ok_or(EFAULT)?;
         let max_seg = u64::from(peer.max_segment_size());
         let mapping = match &pin.handle {
@@ -495,7 +561,8 @@ impl PeerClient for Client {
         })?;
         let (dma, len) = sg_entries(mapping.addresses(), pin.range(), user.range, max_seg)
             .map_err(|e| refuse(Refusal::NoMemory, e))?;
-        sg.fill(&dma, &len).map_err(|e| refuse(Refusal::NoMemory, e))?;
+        sg.fill(&dma, &len)
+            .map_err(|e| refuse(Refusal::NoMemory, e))?;
         let mut st = user.state.lock();
         st.mapping = Some(mapping);
         st.sg = Some(sg);

@@ -2,8 +2,6 @@
 
 //! The DMA peer: the PCI function an HCA maps GPU memory for.
 
-use kernel::prelude::*;
-
 use crate::bindings;
 
 /// A counted reference on a PCI function (`struct pci_dev`).
@@ -42,23 +40,10 @@ impl PciFunction {
         self.ptr.as_ptr()
     }
 
-    /// The device's DMA mask.
-    pub(crate) fn dma_mask(&self) -> u64 {
-        // SAFETY: `self.ptr` is valid by the type invariant.
-        unsafe { bindings::peermem_pci_dma_mask(self.as_raw()) }
-    }
-
     /// The device's largest DMA segment.
     pub(crate) fn max_segment_size(&self) -> u32 {
         // SAFETY: `self.ptr` is valid by the type invariant.
         unsafe { bindings::peermem_pci_max_seg_size(self.as_raw()) }
-    }
-
-    /// The device's PCI name ("0000:00:03.0").
-    pub(crate) fn name(&self) -> &CStr {
-        // SAFETY: `self.ptr` is valid by the type invariant; `pci_name` returns the
-        // device's name, which lives as long as the device, hence as long as `self`.
-        unsafe { CStr::from_char_ptr(bindings::peermem_pci_name(self.as_raw())) }
     }
 }
 

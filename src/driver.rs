@@ -7,6 +7,7 @@ use kernel::sync::Arc;
 
 use crate::{
     client::{Client, Pins},
+    debugfs::Debugfs,
     glue,
     nv_p2p::{MissingSymbol, NvP2p},
     peer_mem::{ClientKind, PeerCore, Registration},
@@ -14,22 +15,22 @@ use crate::{
     stats::Stats,
 };
 
-/// The clients registered with the core, per mode (ABI facts section 3).
-enum Clients {
-    /// `persistent_api_support=1` (default): "nv_mem", persistent pins.
-    Persistent(Registration<Client, 0>),
-    /// `persistent_api_support=0`: "nv_mem" with callback pins (INVALIDATE_UNMAPS, or
-    /// a plain invalidating client with `peerdirect_support=1`) and "nv_mem_nc" with
-    /// persistent pins for buffers that cannot be invalidated.
-    Legacy(Registration<Client, 0>, Registration<Client, 1>),
+/// The clients registered with the core (ABI facts section 3):
+/// - `persistent_api_support=1` (default): "nv_mem", persistent pins;
+/// - `persistent_api_support=0`: "nv_mem" with callback pins (INVALIDATE_UNMAPS, or a
+///   plain invalidating client with `peerdirect_support=1`), and "nv_mem_nc" with
+///   persistent pins for buffers that cannot be invalidated.
+struct Clients {
+    _nv_mem: Registration<Client, 0>,
+    _nv_mem_nc: Option<Registration<Client, 1>>,
 }
 
 /// The loaded module.
 pub(crate) struct PeerMem {
     // Dropped first: unregistering waits for every region to be released.
     _clients: Clients,
+    _debugfs: Debugfs,
     pins: Arc<Pins>,
-    stats: Arc<Stats>,
 }
 
 /// Reads a 0/1 parameter, refusing anything else with a message.
@@ -60,7 +61,10 @@ fn register<const S: usize>(
         })?;
     if kind != ClientKind::NoInvalidation {
         let inv = reg.invalidator().ok_or_else(|| {
-            pr_err!("the peer-memory core gave no invalidation entry for {}\n", name);
+            pr_err!(
+                "the peer-memory core gave no invalidation entry for {}\n",
+                name
+            );
             EINVAL
         })?;
         client.set_invalidator(inv);
@@ -102,12 +106,16 @@ impl kernel::Module for PeerMem {
 
         let pins = Arc::pin_init(Registry::new(), GFP_KERNEL)?;
         let stats = Arc::new(Stats::default(), GFP_KERNEL)?;
-        let persistent_client = |kind| Client::new(nv, Mode::Persistent, kind, pins.clone(), stats.clone());
+        let persistent_client =
+            |kind| Client::new(nv, Mode::Persistent, kind, pins.clone(), stats.clone());
         let clients = if persistent {
             let c = persistent_client(ClientKind::NoInvalidation)?;
             let r = register::<0>(core, c"nv_mem", ClientKind::NoInvalidation, &c)?;
             r.enable();
-            Clients::Persistent(r)
+            Clients {
+                _nv_mem: r,
+                _nv_mem_nc: None,
+            }
         } else {
             let kind = if peerdirect {
                 ClientKind::Invalidate
@@ -120,18 +128,25 @@ impl kernel::Module for PeerMem {
             let r_nc = register::<1>(core, c"nv_mem_nc", ClientKind::NoInvalidation, &nc)?;
             r.enable();
             r_nc.enable();
-            Clients::Legacy(r, r_nc)
+            Clients {
+                _nv_mem: r,
+                _nv_mem_nc: Some(r_nc),
+            }
         };
         pr_info!(
             "peermem {} loaded: {} pins{}\n",
             glue::version(),
             if persistent { "persistent" } else { "callback" },
-            if nv.has_persistent_api() { "" } else { " (driver without the persistent API)" }
+            if nv.has_persistent_api() {
+                ""
+            } else {
+                " (driver without the persistent API)"
+            }
         );
         Ok(PeerMem {
             _clients: clients,
+            _debugfs: Debugfs::new(stats, pins.clone())?,
             pins,
-            stats,
         })
     }
 }
@@ -144,7 +159,6 @@ impl Drop for PeerMem {
         if live != 0 {
             pr_err!("{} pins still linked at unload\n", live);
         }
-        let _ = &self.stats;
         pr_info!("peermem unloaded\n");
     }
 }

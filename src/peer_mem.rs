@@ -251,7 +251,10 @@ impl<T: PeerClient, const S: usize> Registration<T, S> {
         copy_name(&mut client_ops.name, name)?;
         // The version string leaves its last byte alone: the core reads a non-zero last
         // byte as "extended client" (facts 2.2).
-        copy_name(&mut client_ops.version[..bindings::IB_PEER_MEMORY_VER_MAX as usize - 1], version)?;
+        copy_name(
+            &mut client_ops.version[..bindings::IB_PEER_MEMORY_VER_MAX as usize - 1],
+            version,
+        )?;
         let mut flags = 0;
         let mut ex_size = 0;
         if kind == ClientKind::InvalidateUnmaps {
@@ -275,7 +278,12 @@ impl<T: PeerClient, const S: usize> Registration<T, S> {
         )?;
         let ptr: *mut RegShared<T> = &mut *shared;
         SLOT[S]
-            .compare_exchange(core::ptr::null_mut(), ptr.cast(), Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(
+                core::ptr::null_mut(),
+                ptr.cast(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
             .map_err(|_| EBUSY)?;
         let invalidate_out = if kind == ClientKind::NoInvalidation {
             core::ptr::null_mut()
@@ -286,9 +294,8 @@ impl<T: PeerClient, const S: usize> Registration<T, S> {
         // SAFETY: `ptr` is valid; the vtable is the first field of the extended client
         // and stays at this address until unregistration (it is boxed and the box lives
         // in the returned registration); `invalidate_out` is null or points into it.
-        let handle = unsafe {
-            (core.register)(core::ptr::addr_of!((*ptr).vtable.client), invalidate_out)
-        };
+        let handle =
+            unsafe { (core.register)(core::ptr::addr_of!((*ptr).vtable.client), invalidate_out) };
         let Some(handle) = NonNull::new(handle) else {
             SLOT[S].store(core::ptr::null_mut(), Ordering::Release);
             return Err(EINVAL);
@@ -344,6 +351,11 @@ fn sg(ptr: *mut bindings::sg_table) -> Option<SgHead> {
     NonNull::new(ptr).map(|ptr| SgHead { ptr })
 }
 
+/// The core's `acquire` for the client in slot `S`.
+///
+/// # Safety
+///
+/// Called by the core with a valid `client_context` out-pointer (or null).
 unsafe extern "C" fn acquire<T: PeerClient, const S: usize>(
     addr: c_ulong,
     size: usize,
@@ -382,6 +394,11 @@ unsafe extern "C" fn acquire<T: PeerClient, const S: usize>(
     }
 }
 
+/// The core's `get_pages`.
+///
+/// # Safety
+///
+/// `client_context` comes from a successful [`acquire`] whose release has not run.
 unsafe extern "C" fn get_pages<T: PeerClient>(
     _addr: c_ulong,
     _size: usize,
@@ -399,6 +416,12 @@ unsafe extern "C" fn get_pages<T: PeerClient>(
     }
 }
 
+/// The core's `dma_map`.
+///
+/// # Safety
+///
+/// `client_context` comes from a successful [`acquire`] whose release has not run;
+/// `sg_head` is the region's table, `dma_device` a valid device, `nmap` writable.
 unsafe extern "C" fn dma_map<T: PeerClient>(
     sg_head: *mut bindings::sg_table,
     client_context: *mut c_void,
@@ -421,6 +444,11 @@ unsafe extern "C" fn dma_map<T: PeerClient>(
     }
 }
 
+/// The core's `dma_unmap`.
+///
+/// # Safety
+///
+/// `client_context` comes from a successful [`acquire`] whose release has not run.
 unsafe extern "C" fn dma_unmap<T: PeerClient>(
     sg_head: *mut bindings::sg_table,
     client_context: *mut c_void,
@@ -435,6 +463,11 @@ unsafe extern "C" fn dma_unmap<T: PeerClient>(
     0
 }
 
+/// The core's `put_pages`.
+///
+/// # Safety
+///
+/// `client_context` comes from a successful [`acquire`] whose release has not run.
 unsafe extern "C" fn put_pages<T: PeerClient>(
     sg_head: *mut bindings::sg_table,
     client_context: *mut c_void,
@@ -446,12 +479,22 @@ unsafe extern "C" fn put_pages<T: PeerClient>(
     }
 }
 
+/// The core's `get_page_size`.
+///
+/// # Safety
+///
+/// `client_context` comes from a successful [`acquire`] whose release has not run.
 unsafe extern "C" fn get_page_size<T: PeerClient>(client_context: *mut c_void) -> c_ulong {
     // SAFETY: the core passes the context of a successful acquire, before release.
     let c = unsafe { ctx::<T>(client_context) };
     c.client.page_size(&c.ctx) as c_ulong
 }
 
+/// The core's `release`.
+///
+/// # Safety
+///
+/// `client_context` comes from a successful [`acquire`]; the core calls this once.
 unsafe extern "C" fn release<T: PeerClient>(client_context: *mut c_void) {
     if client_context.is_null() {
         return;

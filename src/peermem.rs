@@ -8,6 +8,7 @@
 
 mod bindings;
 mod client;
+mod debugfs;
 mod device;
 mod driver;
 mod glue;

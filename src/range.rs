@@ -124,37 +124,46 @@ impl GpuRange {
 mod tests {
     use super::*;
 
+    use kernel::prelude::*;
+
     const K64: u64 = GPU_PAGE_SIZE;
 
+    fn cover(addr: u64, len: u64) -> Result<GpuRange> {
+        GpuRange::covering(addr, len).map_err(|_| EINVAL)
+    }
+
     #[test]
-    fn aligned_input_is_unchanged() {
-        let r = GpuRange::covering(0x7f00_0000_0000, 4 * K64).unwrap();
+    fn aligned_input_is_unchanged() -> Result {
+        let r = cover(0x7f00_0000_0000, 4 * K64)?;
         assert_eq!(r.start(), 0x7f00_0000_0000);
         assert_eq!(r.end(), 0x7f00_0000_0000 + 4 * K64);
         assert_eq!(r.pages(), 4);
+        Ok(())
     }
 
     #[test]
-    fn start_rounds_down_end_rounds_up() {
+    fn start_rounds_down_end_rounds_up() -> Result {
         // One byte in the middle of a page covers that whole page.
-        let r = GpuRange::covering(3 * K64 + 100, 1).unwrap();
+        let r = cover(3 * K64 + 100, 1)?;
         assert_eq!((r.start(), r.end()), (3 * K64, 4 * K64));
         // A range crossing one page boundary by a byte covers two pages.
-        let r = GpuRange::covering(2 * K64 - 1, 2).unwrap();
+        let r = cover(2 * K64 - 1, 2)?;
         assert_eq!((r.start(), r.end()), (K64, 3 * K64));
         // Ending exactly on a boundary does not add a page.
-        let r = GpuRange::covering(K64 + 1, K64 - 1).unwrap();
+        let r = cover(K64 + 1, K64 - 1)?;
         assert_eq!((r.start(), r.end(), r.pages()), (K64, 2 * K64, 1));
+        Ok(())
     }
 
     #[test]
-    fn zero_length_is_refused() {
+    fn zero_length_is_refused() -> Result {
         assert_eq!(GpuRange::covering(K64, 0), Err(RangeError::ZeroLength));
         assert_eq!(GpuRange::covering(0, 0), Err(RangeError::ZeroLength));
+        Ok(())
     }
 
     #[test]
-    fn overflow_is_refused() {
+    fn overflow_is_refused() -> Result {
         assert_eq!(GpuRange::covering(u64::MAX, 2), Err(RangeError::Overflow));
         assert_eq!(GpuRange::covering(1, u64::MAX), Err(RangeError::Overflow));
         // The last page of the address space: its end (2^64) does not fit.
@@ -163,35 +172,38 @@ mod tests {
             Err(RangeError::Overflow)
         );
         // The page before it does.
-        let r = GpuRange::covering(u64::MAX - 2 * K64 + 1, K64).unwrap();
+        let r = cover(u64::MAX - 2 * K64 + 1, K64)?;
         assert_eq!(r.end(), u64::MAX - K64 + 1);
+        Ok(())
     }
 
     #[test]
-    fn huge_lengths() {
-        let r = GpuRange::covering(K64, 1 << 47).unwrap();
+    fn huge_lengths() -> Result {
+        let r = cover(K64, 1 << 47)?;
         assert_eq!(r.len(), 1 << 47);
         assert_eq!(r.pages(), (1 << 47) / K64);
-        let r = GpuRange::covering(0, u64::MAX - K64 + 1).unwrap();
+        let r = cover(0, u64::MAX - K64 + 1)?;
         assert_eq!((r.start(), r.end()), (0, u64::MAX - K64 + 1));
         assert_eq!(r.pages(), (1 << 48) - 1);
+        Ok(())
     }
 
     #[test]
-    fn aligned_constructor_checks_alignment() {
+    fn aligned_constructor_checks_alignment() -> Result {
         assert!(GpuRange::aligned(K64, K64).is_some());
         assert!(GpuRange::aligned(K64 + 1, K64).is_none());
         assert!(GpuRange::aligned(K64, K64 + 1).is_none());
         assert!(GpuRange::aligned(K64, 0).is_none());
         assert!(GpuRange::aligned(u64::MAX - K64 + 1, K64).is_none());
+        Ok(())
     }
 
     #[test]
-    fn containment_and_overlap() {
-        let big = GpuRange::covering(0, 8 * K64).unwrap();
-        let inner = GpuRange::covering(2 * K64 + 5, K64).unwrap();
-        let tail = GpuRange::covering(7 * K64, 2 * K64).unwrap();
-        let apart = GpuRange::covering(8 * K64, K64).unwrap();
+    fn containment_and_overlap() -> Result {
+        let big = cover(0, 8 * K64)?;
+        let inner = cover(2 * K64 + 5, K64)?;
+        let tail = cover(7 * K64, 2 * K64)?;
+        let apart = cover(8 * K64, K64)?;
         assert!(big.contains(&inner));
         assert!(!inner.contains(&big));
         assert!(!big.contains(&tail));
@@ -199,5 +211,6 @@ mod tests {
         assert!(!big.overlaps(&apart));
         assert_eq!(big.page_index(3 * K64 + 7), Some(3));
         assert_eq!(big.page_index(8 * K64), None);
+        Ok(())
     }
 }

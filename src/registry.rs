@@ -59,16 +59,6 @@ impl PinKey {
     pub(crate) fn id(&self) -> u64 {
         self.id
     }
-
-    /// The address space the pin belongs to.
-    pub(crate) fn space(&self) -> SpaceId {
-        self.space
-    }
-
-    /// The pin's mode.
-    pub(crate) fn mode(&self) -> Mode {
-        self.mode
-    }
 }
 
 /// What the registry needs to know of a pin.
@@ -116,7 +106,12 @@ impl<V: Entry> Registry<V> {
 
     /// A usable pin of `space` and `mode` that covers `range`, if one is among the
     /// [`SCAN`] pins starting closest at or before it.
-    pub(crate) fn find_covering(&self, space: SpaceId, mode: Mode, range: GpuRange) -> Option<Arc<V>> {
+    pub(crate) fn find_covering(
+        &self,
+        space: SpaceId,
+        mode: Mode,
+        range: GpuRange,
+    ) -> Option<Arc<V>> {
         let probe = PinKey {
             space,
             mode,
@@ -177,8 +172,14 @@ mod tests {
         }
     }
 
-    const A: SpaceId = SpaceId { mm: 0x1000, tgid: 10 };
-    const B: SpaceId = SpaceId { mm: 0x1000, tgid: 11 };
+    const A: SpaceId = SpaceId {
+        mm: 0x1000,
+        tgid: 10,
+    };
+    const B: SpaceId = SpaceId {
+        mm: 0x1000,
+        tgid: 11,
+    };
 
     fn pin(start: u64, pages: u64) -> Result<Arc<Fake>> {
         Ok(Arc::new(
@@ -203,7 +204,9 @@ mod tests {
         let reg = reg()?;
         let big = pin(10, 10)?;
         reg.insert(A, Mode::Callback, big.clone())?;
-        let found = reg.find_covering(A, Mode::Callback, r(12, 3)?).ok_or(ENOENT)?;
+        let found = reg
+            .find_covering(A, Mode::Callback, r(12, 3)?)
+            .ok_or(ENOENT)?;
         assert!(Arc::ptr_eq(&found, &big));
         assert!(reg.find_covering(A, Mode::Callback, r(10, 10)?).is_some());
         // Partial overlaps and ranges outside are not covered.
@@ -219,8 +222,13 @@ mod tests {
         reg.insert(A, Mode::Callback, pin(0, 8)?)?;
         assert!(reg.find_covering(B, Mode::Callback, r(1, 1)?).is_none());
         assert!(reg.find_covering(A, Mode::Persistent, r(1, 1)?).is_none());
-        let other_mm = SpaceId { mm: 0x2000, tgid: 10 };
-        assert!(reg.find_covering(other_mm, Mode::Callback, r(1, 1)?).is_none());
+        let other_mm = SpaceId {
+            mm: 0x2000,
+            tgid: 10,
+        };
+        assert!(reg
+            .find_covering(other_mm, Mode::Callback, r(1, 1)?)
+            .is_none());
         Ok(())
     }
 
@@ -232,7 +240,9 @@ mod tests {
         reg.insert(A, Mode::Callback, live.clone())?;
         let dkey = reg.insert(A, Mode::Callback, dead.clone())?;
         dead.usable.store(false, Ordering::Relaxed);
-        let found = reg.find_covering(A, Mode::Callback, r(2, 2)?).ok_or(ENOENT)?;
+        let found = reg
+            .find_covering(A, Mode::Callback, r(2, 2)?)
+            .ok_or(ENOENT)?;
         assert!(Arc::ptr_eq(&found, &live));
         assert!(reg.remove(&dkey).is_some());
         assert!(reg.remove(&dkey).is_none());

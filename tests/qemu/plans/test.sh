@@ -34,6 +34,12 @@ load peermem
 check $S version_file equals "$v" cat /sys/module/peermem/version
 load peermem_test_persistent
 unload peermem_test_persistent
+# Every refusal is counted by reason (the suite made one of each of these).
+pm_counter() { counter /sys/kernel/debug/peermem/stats "$1"; }
+check $S refusal_bar1_counted equals 1 pm_counter refused_bar1_exhausted
+check $S refusal_not_pci_counted equals 1 pm_counter refused_not_pci
+check $S refusal_dma_map_counted equals 1 pm_counter refused_dma_map_failed
+check $S refusal_bad_range_counted equals 1 pm_counter refused_bad_range
 
 # A live registration holds a module reference: rmmod fails at once (the kernel
 # answers EWOULDBLOCK for a module in use) rather than blocking in the core's
@@ -44,6 +50,7 @@ echo "reg $va 1048576" > $corectl
 id=$(awk '$1 == "id" { print $2 }' $corectl)
 check $S registration_from_a_process test -n "$id"
 check $S live_registration_holds_a_reference equals 1 cat /sys/module/peermem/refcnt
+check $S debugfs_lists_the_pin grep -q "persistent $va .* 1048576 1 live" /sys/kernel/debug/peermem/pins
 check $S rmmod_with_live_registration_fails expect_output "can't unload module 'peermem'" rmmod peermem
 echo "dereg $id" > $corectl
 echo exit > $nvctl
