@@ -9,6 +9,7 @@
 #   make test       set up, build, run every test; ends with "N passed, N failed"
 #   make check      rustfmt and clippy with the kernel's settings
 #   make fmt        format the module (kernel settings) and the host workspace
+#   make install    install the module and its modprobe/depmod snippets (DESTDIR, KVER)
 #
 # KDIR defaults to the project's dev kernel (built and cached by scripts/build-kernel);
 # any Rust-enabled kernel build tree works: make KDIR=/path/to/build
@@ -19,7 +20,11 @@ BUILD := $(ROOT)/build
 KDIR_DEV = $(shell $(ROOT)/scripts/build-kernel dev)
 KDIR ?=
 K = $(or $(KDIR),$(KDIR_DEV))
-KMAKE_VARS := LLVM=-19 RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc \
+# The toolchain the kernel was built with (defaults: the dev kernel's, Debian's
+# rustc-web and LLVM 19); override on hosts whose kernel used another.
+LLVM ?= -19
+RUSTC ?= /usr/bin/rustc
+KMAKE_VARS = LLVM=$(LLVM) RUSTC=$(RUSTC) RUSTDOC=/usr/bin/rustdoc \
 	RUSTFMT=/usr/bin/rustfmt CLIPPY_DRIVER=/usr/bin/clippy-driver
 export LIBCLANG_PATH ?= /usr/lib/llvm-19/lib
 # Module.symvers of nvidia.ko and of ib_core (the peer-memory core) to link against.
@@ -28,7 +33,8 @@ KBUILD_EXTRA_SYMBOLS ?=
 
 MODULE_SRCS := Kbuild VERSION $(wildcard src/*.rs src/*/*.rs src/*.c include/*.h bindings/*.rs)
 
-.PHONY: all modules dropin setup kernel run test check fmt clean
+.PHONY: all modules dropin setup kernel run test check fmt clean \
+	install install-dropin install-dkms test-install
 
 all: modules
 
@@ -65,6 +71,18 @@ check: setup
 fmt:
 	/usr/bin/rustfmt --edition 2021 --config-path $(K)/.rustfmt.toml $(ROOT)/src/peermem.rs
 	cargo fmt --all
+
+# Install into $(DESTDIR)/lib/modules/$(KVER)/extra with the modprobe.d and depmod.d
+# snippets (docs/install.md); install-dkms lays out the dkms source tree.
+KVER ?= $(shell uname -r)
+install: modules
+	DESTDIR=$(DESTDIR) KVER=$(KVER) $(ROOT)/scripts/install $(BUILD)/peermem/peermem.ko
+install-dropin: dropin
+	DESTDIR=$(DESTDIR) KVER=$(KVER) $(ROOT)/scripts/install $(BUILD)/nvidia-peermem/nvidia-peermem.ko
+install-dkms:
+	DESTDIR=$(DESTDIR) $(ROOT)/scripts/install --dkms
+test-install:
+	@$(ROOT)/packaging/test-install.sh
 
 clean:
 	rm -rf $(BUILD) target

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0 OR MIT
+#
+# packaging/test-install.sh: runs scripts/install into temporary DESTDIRs with dummy
+# .ko files and checks the layout, the packaging files and find-symvers. Needs no root
+# and no kernel. Last line: "N passed, N failed"; exits non-zero on any failure.
+set -u
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+VERSION=$(tr -d '[:space:]' < "$ROOT/VERSION")
+KVER=6.14.0-peermem-test
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+passed=0
+failed=0
+
+ok() { passed=$((passed + 1)); echo "ok   $1"; }
+bad() { failed=$((failed + 1)); echo "FAIL $1"; }
+check() { # check NAME COMMAND...
+	local name=$1; shift
+	if "$@" >/dev/null 2>&1; then ok "$name"; else bad "$name"; fi
+}
+
+mkdir -p "$TMP/build"
+printf 'dummy peermem module\n' > "$TMP/build/peermem.ko"
+printf 'dummy drop-in module\n' > "$TMP/build/nvidia-peermem.ko"
+printf 'dummy\n' > "$TMP/build/other.ko"
+
+# 1. Native module plus the dkms package.
+D=$TMP/dest1
+out=$(DESTDIR=$D KVER=$KVER "$ROOT/scripts/install" --dkms "$TMP/build/peermem.ko" 2>&1)
+check "install exits 0" test $? -eq 0
+check "module in extra/" cmp "$TMP/build/peermem.ko" "$D/lib/modules/$KVER/extra/peermem.ko"
+check "module mode 644" test "$(stat -c %a "$D/lib/modules/$KVER/extra/peermem.ko")" = 644
+check "modprobe.d snippet" cmp "$ROOT/packaging/modprobe.d/peermem.conf" "$D/etc/modprobe.d/peermem.conf"
+check "depmod.d override" cmp "$ROOT/packaging/depmod.d/peermem.conf" "$D/etc/depmod.d/peermem.conf"
+S=$D/usr/src/peermem-$VERSION
+check "dkms.conf installed" test -f "$S/dkms.conf"
+check "dkms.conf version substituted" grep -qx "PACKAGE_VERSION=\"$VERSION\"" "$S/dkms.conf"
+check "dkms.conf has no placeholder left" bash -c "! grep -q @VERSION@ '$S/dkms.conf'"
+check "dkms sources: Kbuild, Makefile, VERSION" test -f "$S/Kbuild" -a -f "$S/Makefile" -a -f "$S/VERSION"
+check "dkms sources: module root src/peermem.rs" test -f "$S/src/peermem.rs"
+check "dkms sources: C glue and headers" test -f "$S/src/glue.c" -a -f "$S/include/nv-p2p.h"
+check "dkms sources: find-symvers executable" test -x "$S/packaging/find-symvers"
+check "dkms sources: no build outputs" bash -c "! find '$S' -name '*.ko' -o -name '*.o' | grep -q ."
+check "output names the module" grep -q "installed $D/lib/modules/$KVER/extra/peermem.ko" <<<"$out"
+check "output names dkms.conf" grep -q "installed $S/dkms.conf" <<<"$out"
+check "no depmod with DESTDIR" bash -c "! grep -q 'ran depmod' <<<'$out'"
+
+# 2. The drop-in, without dkms; --destdir/--kver options.
+D=$TMP/dest2
+"$ROOT/scripts/install" --destdir "$D" --kver "$KVER" "$TMP/build/nvidia-peermem.ko" >/dev/null 2>&1
+check "drop-in in extra/ as nvidia-peermem.ko" cmp "$TMP/build/nvidia-peermem.ko" "$D/lib/modules/$KVER/extra/nvidia-peermem.ko"
+check "no dkms tree without --dkms" test ! -e "$D/usr/src"
+check "snippets installed without --dkms" test -f "$D/etc/modprobe.d/peermem.conf" -a -f "$D/etc/depmod.d/peermem.conf"
+
+# 3. Refusals.
+check "missing module refused" bash -c "! DESTDIR='$TMP/dest3' KVER=$KVER '$ROOT/scripts/install' '$TMP/build/absent.ko'"
+check "wrong module name refused" bash -c "! DESTDIR='$TMP/dest3' KVER=$KVER '$ROOT/scripts/install' '$TMP/build/other.ko'"
+check "nothing to install refused" bash -c "! DESTDIR='$TMP/dest3' KVER=$KVER '$ROOT/scripts/install'"
+check "refusals installed nothing" test ! -e "$TMP/dest3"
+
+# 4. The packaging files themselves.
+M=$ROOT/packaging/modprobe.d/peermem.conf
+check "modprobe: softdep peermem" grep -qx 'softdep peermem pre: nvidia ib_core' "$M"
+check "modprobe: install peermem guard" grep -q '^install peermem if \[ -d /sys/module/nvidia_peermem \]' "$M"
+check "modprobe: install nvidia_peermem guard" grep -q '^install nvidia_peermem if \[ -d /sys/module/peermem \]' "$M"
+check "modprobe: --ignore-install passes options" bash -c "grep '^install ' '$M' | grep -v -q -- '--ignore-install [a-z_]* \$CMDLINE_OPTS\$' && exit 1 || exit 0"
+# The install commands are valid sh, refuse when the other module is loaded (a fake
+# /sys/module), and otherwise call modprobe --ignore-install (a fake modprobe).
+mkdir -p "$TMP/sh/sys/module/nvidia_peermem" "$TMP/sh/sbin"
+printf '#!/bin/sh\necho "modprobe $*"\n' > "$TMP/sh/sbin/modprobe"; chmod +x "$TMP/sh/sbin/modprobe"
+cmd_of() { grep "^install $1 " "$M" | sed "s/^install $1 //; s|/sys/module|$TMP/sh/sys/module|g; s|/sbin/modprobe|$TMP/sh/sbin/modprobe|; s/\\\$CMDLINE_OPTS/persistent_api_support=0/"; }
+check "modprobe: install peermem is valid sh" sh -n -c "$(cmd_of peermem)"
+check "modprobe: peermem refused while nvidia_peermem loaded" bash -c "! sh -c '$(cmd_of peermem)'"
+got=$(sh -c "$(cmd_of nvidia_peermem)" 2>&1)
+check "modprobe: nvidia_peermem loads when peermem is not" test "$got" = "modprobe --ignore-install nvidia_peermem persistent_api_support=0"
+check "depmod.d: override nvidia_peermem" grep -qx 'override nvidia_peermem \* extra' "$ROOT/packaging/depmod.d/peermem.conf"
+check "depmod.d: override peermem" grep -qx 'override peermem \* extra' "$ROOT/packaging/depmod.d/peermem.conf"
+
+# 5. find-symvers on a fake host, and dkms.conf evaluated as dkms would.
+F=$TMP/host
+mkdir -p "$F/usr/src/ofa_kernel/default" "$F/usr/src/nvidia-580.65.06" "$F/usr/src/nvidia-575.57.08" \
+	"$F/sys/module/nvidia" "$F/lib/modules/$KVER/build"
+touch "$F/usr/src/ofa_kernel/default/Module.symvers" "$F/usr/src/nvidia-580.65.06/Module.symvers" \
+	"$F/usr/src/nvidia-575.57.08/Module.symvers"
+printf '0x0\tprintk\tvmlinux\tEXPORT_SYMBOL\t\n' > "$F/lib/modules/$KVER/build/Module.symvers"
+echo 575.57.08 > "$F/sys/module/nvidia/version"
+got=$(FIND_SYMVERS_ROOT=$F ARCH=x86_64 "$ROOT/packaging/find-symvers" "$KVER" 2>/dev/null)
+check "find-symvers: MOFED default + loaded driver's nvidia" test "$got" = "$F/usr/src/ofa_kernel/default/Module.symvers $F/usr/src/nvidia-575.57.08/Module.symvers"
+mkdir -p "$F/usr/src/ofa_kernel/x86_64/$KVER"; touch "$F/usr/src/ofa_kernel/x86_64/$KVER/Module.symvers"
+rm "$F/sys/module/nvidia/version"
+got=$(FIND_SYMVERS_ROOT=$F ARCH=x86_64 "$ROOT/packaging/find-symvers" "$KVER" 2>/dev/null)
+check "find-symvers: per-arch MOFED first, newest nvidia" test "$got" = "$F/usr/src/ofa_kernel/x86_64/$KVER/Module.symvers $F/usr/src/nvidia-580.65.06/Module.symvers"
+E=$TMP/empty; mkdir -p "$E"
+check "find-symvers: fails when nothing is found" bash -c "! FIND_SYMVERS_ROOT='$E' '$ROOT/packaging/find-symvers' '$KVER' >/dev/null 2>&1"
+conf=$(env -i PATH="$PATH" FIND_SYMVERS_ROOT="$F" ARCH=x86_64 bash -c '
+	kernelver='"$KVER"'; kernel_source_dir=/lib/modules/'"$KVER"'/build; source_tree='"$TMP/dest1/usr/src"'
+	. "'"$TMP/dest1/usr/src/peermem-$VERSION/dkms.conf"'"
+	echo "$PACKAGE_NAME|$PACKAGE_VERSION|${BUILT_MODULE_NAME[0]}|${BUILT_MODULE_LOCATION[0]}|${DEST_MODULE_LOCATION[0]}|$AUTOINSTALL"
+	echo "${MAKE[0]}"')
+check "dkms.conf: names and locations" test "$(head -1 <<<"$conf")" = "peermem|$VERSION|peermem|build/peermem/|/extra|yes"
+check "dkms.conf: MAKE carries KDIR and the found symvers" test "$(tail -1 <<<"$conf")" = "make KDIR=/lib/modules/$KVER/build KBUILD_EXTRA_SYMBOLS='$F/usr/src/ofa_kernel/x86_64/$KVER/Module.symvers $F/usr/src/nvidia-580.65.06/Module.symvers' modules"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The `peermem` userspace tool as a library, so that its tests run on recorded trees.
+//!
+//! Every file it reads is named by its absolute path on a live host (`/sys/...`) and
+//! resolved under a [`Root`] (`/` on a live host, a recorded tree in tests).
+//!
+//! - [`status`]: parses the module's debugfs files (`stats`, `pins`) and renders them.
+//! - [`doctor`]: checks whether a host can run peermem and lets applications use it.
+//! - [`nvsmi`]: the few facts `doctor` takes from `nvidia-smi -q`.
+//! - [`version`]: NVIDIA driver versions and what each one offers.
+//! - [`json`]: a minimal JSON writer (the tool has no dependencies).
+
+pub mod doctor;
+pub mod json;
+pub mod nvsmi;
+pub mod root;
+pub mod status;
+pub mod version;
+
+pub use root::Root;
+
+/// This repository's version (the `VERSION` file), which the module declares with
+/// `MODULE_VERSION`: how `doctor` tells our `nvidia_peermem` from NVIDIA's.
+pub const PEERMEM_VERSION: &str = include_str!("../../../VERSION");
+
+/// [`PEERMEM_VERSION`] without its trailing newline.
+pub fn peermem_version() -> &'static str {
+    PEERMEM_VERSION.trim()
+}

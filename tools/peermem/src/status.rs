@@ -1,0 +1,371 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! `peermem status`: the module's debugfs files, parsed and rendered.
+//!
+//! The module writes two files under `/sys/kernel/debug/peermem/` (the same directory
+//! for `peermem.ko` and the drop-in `nvidia-peermem.ko`):
+//!
+//! - `stats`: one `name value` per line. Names the tool does not know are kept.
+//! - `pins`: a `#` header, then one line per live pin:
+//!   `id tgid mode start end bytes users state`.
+
+use std::fmt::{self, Write};
+
+use crate::json;
+use crate::Root;
+
+/// Where the module's debugfs files live on a host.
+pub const DEBUGFS_DIR: &str = "/sys/kernel/debug/peermem";
+
+/// The counters the module is known to write, in its order; the rest are kept as-is.
+pub const KNOWN_STATS: [&str; 16] = [
+    "registrations",
+    "releases",
+    "pins",
+    "pin_reuses",
+    "invalidations",
+    "free_callbacks",
+    "pins_now",
+    "bytes_pinned_now",
+    "bytes_pinned_peak",
+    "refused_bad_range",
+    "refused_bar1_exhausted",
+    "refused_pin_failed",
+    "refused_not_pci",
+    "refused_dma_map_failed",
+    "refused_freed",
+    "refused_no_memory",
+];
+
+/// A counter's value: a number, or text kept as written if a future module writes one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Value {
+    /// A u64 counter.
+    Num(u64),
+    /// Anything else, kept verbatim.
+    Text(String),
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Num(n) => write!(f, "{n}"),
+            Value::Text(t) => f.write_str(t),
+        }
+    }
+}
+
+/// The counters, in file order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// `(name, value)` pairs, in the order the module wrote them.
+    pub entries: Vec<(String, Value)>,
+}
+
+impl Stats {
+    /// A numeric counter by name.
+    pub fn get(&self, name: &str) -> Option<u64> {
+        self.entries.iter().find_map(|(n, v)| match v {
+            Value::Num(x) if n == name => Some(*x),
+            _ => None,
+        })
+    }
+
+    /// The counters whose names the tool does not know.
+    pub fn unknown(&self) -> impl Iterator<Item = &str> {
+        self.entries
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .filter(|n| !KNOWN_STATS.contains(n))
+    }
+}
+
+/// One live pin of GPU memory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pin {
+    /// The module's id for the pin.
+    pub id: u64,
+    /// The process (thread group) that owns the GPU memory.
+    pub tgid: u64,
+    /// `callback` or `persistent`.
+    pub mode: String,
+    /// First byte pinned (64 KiB aligned).
+    pub start: u64,
+    /// One past the last byte pinned.
+    pub end: u64,
+    /// Bytes pinned.
+    pub bytes: u64,
+    /// Registrations sharing the pin.
+    pub users: u64,
+    /// `live`, or `freed` (the owner freed the memory; the pin waits for its users).
+    pub state: String,
+}
+
+/// A line of a debugfs file that could not be parsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseError {
+    /// The file (`stats` or `pins`).
+    pub file: &'static str,
+    /// 1-based line number.
+    pub line: usize,
+    /// What is wrong with it.
+    pub what: String,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} line {}: {}", self.file, self.line, self.what)
+    }
+}
+
+/// Parses the `stats` file. Blank lines and `#` comments are skipped.
+pub fn parse_stats(text: &str) -> Result<Stats, ParseError> {
+    let mut entries = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        let (Some(name), Some(value), None) = (words.next(), words.next(), words.next()) else {
+            return Err(ParseError {
+                file: "stats",
+                line: i + 1,
+                what: format!("expected `name value`, got `{line}`"),
+            });
+        };
+        let value = value
+            .parse()
+            .map_or_else(|_| Value::Text(value.to_owned()), Value::Num);
+        entries.push((name.to_owned(), value));
+    }
+    Ok(Stats { entries })
+}
+
+fn number(s: &str) -> Option<u64> {
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+/// Parses the `pins` file: `#` lines are headers, the rest are pins.
+pub fn parse_pins(text: &str) -> Result<Vec<Pin>, ParseError> {
+    let mut pins = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let err = |what: String| ParseError {
+            file: "pins",
+            line: i + 1,
+            what,
+        };
+        let w: Vec<&str> = line.split_whitespace().collect();
+        if w.len() != 8 {
+            return Err(err(format!(
+                "expected 8 fields (id tgid mode start end bytes users state), got {}",
+                w.len()
+            )));
+        }
+        let num = |idx: usize, name: &str| {
+            number(w[idx]).ok_or_else(|| err(format!("{name} `{}` is not a number", w[idx])))
+        };
+        pins.push(Pin {
+            id: num(0, "id")?,
+            tgid: num(1, "tgid")?,
+            mode: w[2].to_owned(),
+            start: num(3, "start")?,
+            end: num(4, "end")?,
+            bytes: num(5, "bytes")?,
+            users: num(6, "users")?,
+            state: w[7].to_owned(),
+        });
+    }
+    Ok(pins)
+}
+
+/// What `peermem status` shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Status {
+    /// Live pins.
+    pub pins: Vec<Pin>,
+    /// Counters.
+    pub stats: Stats,
+}
+
+/// Why the status could not be read.
+#[derive(Debug)]
+pub enum StatusError {
+    /// The debugfs directory is missing: the module is not loaded, or debugfs is not
+    /// mounted.
+    NoDebugfs {
+        /// Whether debugfs itself looks mounted (`/sys/kernel/debug` is not empty).
+        debugfs_mounted: bool,
+    },
+    /// A file of the directory is missing or unreadable.
+    Unreadable(&'static str),
+    /// A file did not parse.
+    Parse(ParseError),
+}
+
+impl fmt::Display for StatusError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StatusError::NoDebugfs {
+                debugfs_mounted: true,
+            } => write!(
+                f,
+                "{DEBUGFS_DIR} does not exist: the peermem module is not loaded \
+                 (modprobe peermem, or nvidia-peermem for the drop-in build), \
+                 or the loaded nvidia_peermem is NVIDIA's own module"
+            ),
+            StatusError::NoDebugfs {
+                debugfs_mounted: false,
+            } => write!(
+                f,
+                "{DEBUGFS_DIR} does not exist: debugfs is not mounted \
+                 (mount -t debugfs none /sys/kernel/debug, as root), \
+                 or the peermem module is not loaded"
+            ),
+            StatusError::Unreadable(file) => {
+                write!(f, "cannot read {DEBUGFS_DIR}/{file} (debugfs needs root)")
+            }
+            StatusError::Parse(e) => write!(f, "{DEBUGFS_DIR}/{e}"),
+        }
+    }
+}
+
+/// Reads and parses the module's debugfs files under `root`.
+pub fn read(root: &Root) -> Result<Status, StatusError> {
+    if !root.is_dir(DEBUGFS_DIR) {
+        let debugfs_mounted = !root.list("/sys/kernel/debug").is_empty();
+        return Err(StatusError::NoDebugfs { debugfs_mounted });
+    }
+    let stats = root
+        .read(&format!("{DEBUGFS_DIR}/stats"))
+        .ok_or(StatusError::Unreadable("stats"))?;
+    let pins = root
+        .read(&format!("{DEBUGFS_DIR}/pins"))
+        .ok_or(StatusError::Unreadable("pins"))?;
+    Ok(Status {
+        pins: parse_pins(&pins).map_err(StatusError::Parse)?,
+        stats: parse_stats(&stats).map_err(StatusError::Parse)?,
+    })
+}
+
+/// `bytes` in the largest binary unit that keeps it at least 1 (`1.0 MiB`).
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// The human rendering: a summary line, the pin table, the counters, and hints for
+/// refusals.
+pub fn render_text(s: &Status) -> String {
+    let mut out = String::new();
+    let now = s.stats.get("bytes_pinned_now");
+    let peak = s.stats.get("bytes_pinned_peak");
+    let _ = write!(
+        out,
+        "peermem: {} live pin{}",
+        s.pins.len(),
+        if s.pins.len() == 1 { "" } else { "s" }
+    );
+    if let Some(now) = now {
+        let _ = write!(out, ", {} pinned", human_bytes(now));
+    }
+    if let Some(peak) = peak {
+        let _ = write!(out, " (peak {})", human_bytes(peak));
+    }
+    out.push_str("\n\n");
+    if s.pins.is_empty() {
+        out.push_str("no pins\n");
+    } else {
+        let _ = writeln!(
+            out,
+            "{:>6} {:>8}  {:<10} {:<18} {:<18} {:>12} {:>5}  STATE",
+            "ID", "TGID", "MODE", "START", "END", "BYTES", "USERS"
+        );
+        for p in &s.pins {
+            let _ = writeln!(
+                out,
+                "{:>6} {:>8}  {:<10} {:<18} {:<18} {:>12} {:>5}  {}",
+                p.id,
+                p.tgid,
+                p.mode,
+                format!("{:#x}", p.start),
+                format!("{:#x}", p.end),
+                human_bytes(p.bytes),
+                p.users,
+                p.state
+            );
+        }
+    }
+    out.push_str("\ncounters:\n");
+    let width = s
+        .stats
+        .entries
+        .iter()
+        .map(|(n, _)| n.len())
+        .max()
+        .unwrap_or(0);
+    for (name, value) in &s.stats.entries {
+        let _ = writeln!(out, "  {name:<width$}  {value}");
+    }
+    if let Some(n @ 1..) = s.stats.get("refused_bar1_exhausted") {
+        let _ = writeln!(
+            out,
+            "\nnote: {n} registration(s) refused because GPU BAR1 space ran out \
+             (ENOMEM): check `nvidia-smi -q` (BAR1 Memory Usage), pin less, or enable \
+             a large BAR1 / Resizable BAR"
+        );
+    }
+    if let Some(n @ 1..) = s.stats.get("refused_not_pci") {
+        let _ = writeln!(
+            out,
+            "\nnote: {n} registration(s) refused because the RDMA device is not a PCI \
+             function (software RDMA such as rxe/siw cannot DMA to GPU memory)"
+        );
+    }
+    out
+}
+
+/// The JSON rendering: `{"pins":[...],"stats":{...}}`. Addresses are hex strings
+/// (JSON numbers lose precision above 2^53); counters are numbers.
+pub fn render_json(s: &Status) -> String {
+    let pins = json::array(s.pins.iter().map(|p| {
+        json::Object::new()
+            .num("id", p.id)
+            .num("tgid", p.tgid)
+            .str("mode", &p.mode)
+            .str("start", &format!("{:#x}", p.start))
+            .str("end", &format!("{:#x}", p.end))
+            .num("bytes", p.bytes)
+            .num("users", p.users)
+            .str("state", &p.state)
+            .finish()
+    }));
+    let mut stats = json::Object::new();
+    for (name, value) in &s.stats.entries {
+        stats = match value {
+            Value::Num(n) => stats.num(name, *n),
+            Value::Text(t) => stats.str(name, t),
+        };
+    }
+    json::Object::new()
+        .raw("pins", pins)
+        .raw("stats", stats.finish())
+        .finish()
+}

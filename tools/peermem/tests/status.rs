@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! `peermem status`: parsing the module's debugfs files, rendering, exit codes.
+
+use std::path::PathBuf;
+
+use peermem_tool::status::{self, Pin, StatusError, Value};
+use peermem_tool::Root;
+
+fn fixture(case: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(case)
+}
+
+#[test]
+fn parses_live_pins_and_counters() {
+    let s = status::read(&Root::new(fixture("healthy-dev-vm"))).unwrap();
+    assert_eq!(
+        s.pins,
+        vec![
+            Pin {
+                id: 7,
+                tgid: 1234,
+                mode: "callback".into(),
+                start: 0x7f00_0000_0000,
+                end: 0x7f00_0010_0000,
+                bytes: 1_048_576,
+                users: 2,
+                state: "live".into(),
+            },
+            Pin {
+                id: 9,
+                tgid: 1250,
+                mode: "persistent".into(),
+                start: 0x7f20_0000_0000,
+                end: 0x7f20_0020_0000,
+                bytes: 2_097_152,
+                users: 1,
+                state: "freed".into(),
+            },
+        ]
+    );
+    assert_eq!(s.stats.entries.len(), 16);
+    assert_eq!(s.stats.get("registrations"), Some(3));
+    assert_eq!(s.stats.get("pin_reuses"), Some(1));
+    assert_eq!(s.stats.get("bytes_pinned_peak"), Some(4_194_304));
+    assert_eq!(s.stats.get("refused_no_memory"), Some(0));
+    assert_eq!(s.stats.unknown().count(), 0);
+}
+
+#[test]
+fn empty_pins_is_header_only() {
+    let s = status::read(&Root::new(fixture("status-empty"))).unwrap();
+    assert!(s.pins.is_empty());
+    assert_eq!(s.stats.get("pins_now"), Some(0));
+    let text = status::render_text(&s);
+    assert!(text.starts_with("peermem: 0 live pins, 0 B pinned (peak 0 B)\n\nno pins\n"));
+    assert_eq!(
+        status::render_json(&s),
+        r#"{"pins":[],"stats":{"registrations":0,"releases":0,"pins":0,"pin_reuses":0,"invalidations":0,"free_callbacks":0,"pins_now":0,"bytes_pinned_now":0,"bytes_pinned_peak":0,"refused_bad_range":0,"refused_bar1_exhausted":0,"refused_pin_failed":0,"refused_not_pci":0,"refused_dma_map_failed":0,"refused_freed":0,"refused_no_memory":0}}"#
+    );
+}
+
+#[test]
+fn unknown_counters_are_kept_in_order() {
+    let s = status::read(&Root::new(fixture("status-unknown-counter"))).unwrap();
+    let names: Vec<&str> = s.stats.entries.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "registrations",
+            "pins",
+            "bytes_pinned_now",
+            "refused_bar1_exhausted",
+            "future_counter",
+            "refused_new_reason"
+        ]
+    );
+    assert_eq!(s.stats.get("future_counter"), Some(17));
+    assert_eq!(
+        s.stats.unknown().collect::<Vec<_>>(),
+        ["future_counter", "refused_new_reason"]
+    );
+    let text = status::render_text(&s);
+    assert!(text.contains("  future_counter          17\n"), "{text}");
+    assert!(text.contains("2 registration(s) refused because GPU BAR1 space ran out"));
+    let json = status::render_json(&s);
+    assert!(json.contains(r#""future_counter":17,"refused_new_reason":1}"#));
+}
+
+#[test]
+fn non_numeric_values_are_kept_as_text() {
+    let s = status::parse_stats("registrations 1\nmode callback\n\n# comment\n").unwrap();
+    assert_eq!(
+        s.entries[1],
+        ("mode".to_owned(), Value::Text("callback".into()))
+    );
+    assert_eq!(s.get("mode"), None);
+    assert!(status::render_json(&status::Status {
+        pins: vec![],
+        stats: s
+    })
+    .ends_with(r#""stats":{"registrations":1,"mode":"callback"}}"#));
+}
+
+#[test]
+fn malformed_lines_are_reported_with_their_line() {
+    match status::read(&Root::new(fixture("status-bad-pins"))) {
+        Err(StatusError::Parse(e)) => {
+            assert_eq!(e.file, "pins");
+            assert_eq!(e.line, 2);
+            assert!(e.what.contains("expected 8 fields"), "{}", e.what);
+        }
+        other => panic!("{other:?}"),
+    }
+    let e = status::parse_stats("registrations\n").unwrap_err();
+    assert_eq!((e.file, e.line), ("stats", 1));
+    let e = status::parse_pins("1 2 callback 0xzz 0x10 16 1 live\n").unwrap_err();
+    assert!(e.what.contains("start `0xzz` is not a number"));
+}
+
+#[test]
+fn text_table_shows_pins() {
+    let s = status::read(&Root::new(fixture("healthy-dev-vm"))).unwrap();
+    let text = status::render_text(&s);
+    assert!(text.starts_with("peermem: 2 live pins, 3.0 MiB pinned (peak 4.0 MiB)\n"));
+    assert!(text.contains("     7     1234  callback   0x7f0000000000     0x7f0000100000          1.0 MiB     2  live\n"), "{text}");
+    assert!(text.contains("  registrations           3\n"), "{text}");
+}
+
+#[test]
+fn json_has_pins_and_stats() {
+    let s = status::read(&Root::new(fixture("healthy-dev-vm"))).unwrap();
+    let json = status::render_json(&s);
+    assert!(json.starts_with(r#"{"pins":[{"id":7,"tgid":1234,"mode":"callback","start":"0x7f0000000000","end":"0x7f0000100000","bytes":1048576,"users":2,"state":"live"},{"id":9,"#));
+    assert!(json.contains(r#""stats":{"registrations":3,"releases":1,"#));
+}
+
+#[test]
+fn missing_debugfs_dir() {
+    match status::read(&Root::new(fixture("status-no-debugfs"))) {
+        Err(
+            e @ StatusError::NoDebugfs {
+                debugfs_mounted: false,
+            },
+        ) => {
+            assert!(e
+                .to_string()
+                .contains("mount -t debugfs none /sys/kernel/debug"));
+        }
+        other => panic!("{other:?}"),
+    }
+    // debugfs mounted (other entries there) but no peermem directory.
+    match status::read(&Root::new(fixture("nvidia-own-peermem"))) {
+        Err(
+            e @ StatusError::NoDebugfs {
+                debugfs_mounted: true,
+            },
+        ) => {
+            assert!(e.to_string().contains("not loaded"));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn binary_exit_codes() {
+    let bin = env!("CARGO_BIN_EXE_peermem");
+    let run = |case: &str, json: bool| {
+        let mut c = std::process::Command::new(bin);
+        c.arg("status").arg("--root").arg(fixture(case));
+        if json {
+            c.arg("--json");
+        }
+        c.output().unwrap()
+    };
+    let missing = run("status-no-debugfs", false);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("debugfs is not mounted"));
+    let ok = run("status-empty", true);
+    assert_eq!(ok.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&ok.stdout).starts_with(r#"{"pins":[],"stats":{"#));
+    assert_eq!(run("status-bad-pins", false).status.code(), Some(1));
+}
