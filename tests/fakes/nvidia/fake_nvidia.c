@@ -1473,3 +1473,10 @@ MODULE_LICENSE("NVIDIA");
 #else
 MODULE_LICENSE("Dual MIT/GPL");
 #endif
+/* A driver version of the branch each build emulates, for /sys/module/nvidia/version
+ * (what `peermem doctor` reads on a real host). */
+#ifdef FAKE_NV_LEGACY
+MODULE_VERSION("525.60.13");
+#else
+MODULE_VERSION("580.95.05");
+#endif

@@ -51,6 +51,8 @@ id=$(awk '$1 == "id" { print $2 }' $corectl)
 check $S registration_from_a_process test -n "$id"
 check $S live_registration_holds_a_reference equals 1 cat /sys/module/peermem/refcnt
 check $S debugfs_lists_the_pin grep -q "persistent $va .* 1048576 1 live" /sys/kernel/debug/peermem/pins
+check $S status_tool_lists_the_pin expect_output "1 live pin" /peermem/peermem status
+check $S doctor_ready expect_output "verdict: ready" /peermem/peermem doctor
 check $S rmmod_with_live_registration_fails expect_output "can't unload module 'peermem'" rmmod peermem
 echo "dereg $id" > $corectl
 echo exit > $nvctl
@@ -77,6 +79,7 @@ check $S bad_parameter_explained logged "persistent_api_support=2 is invalid"
 # --- the drop-in name applications detect (ABI facts 4) ---
 load nvidia-peermem
 check $S dropin_version_file equals "$v" cat /sys/module/nvidia_peermem/version
+check $S doctor_sees_applications_detect_it expect_output "OK    app-detection" /peermem/peermem doctor
 unload nvidia_peermem
 
 # --- load diagnostics: what is missing is named, with the fix ---
@@ -103,5 +106,6 @@ unload nvidia
 load nvidia-proprietary
 check $S proprietary_refused expect_fail insmod /peermem/peermem.ko
 check $S proprietary_explained logged "proprietary"
+check $S doctor_names_the_proprietary_driver expect_output "FAIL  nvidia-driver" /peermem/peermem doctor
 unload nvidia
 unload ib_core
