@@ -29,6 +29,18 @@ use crate::{
 /// The registry of this module's pins.
 pub(crate) type Pins = Registry<SharedPin>;
 
+/// How registrations pin (module parameter `pin_strategy`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Strategy {
+    /// One pin per registration, taken in acquire; covered callback-mode
+    /// registrations share it; contiguous SG entries merge.
+    Peermem,
+    /// nvidia-peermem's way, for side-by-side benchmarks: a probe pin and unpin in
+    /// acquire, the registration's own pin in get_pages, one SG entry per 64 KiB page,
+    /// no sharing (ABI facts 3).
+    Reference,
+}
+
 /// No core_context yet (`get_pages` not called).
 const NO_CONTEXT: u64 = u64::MAX;
 
@@ -52,6 +64,13 @@ impl Mapping {
         match self {
             Mapping::Callback(m) => m.addresses(),
             Mapping::Persistent(m) => m.addresses(),
+        }
+    }
+
+    fn forget_addresses(&mut self) {
+        match self {
+            Mapping::Callback(m) => m.forget_addresses(),
+            Mapping::Persistent(m) => m.forget_addresses(),
         }
     }
 }
@@ -174,6 +193,7 @@ impl FreeHandler for PinUsers {
 struct ClientShared {
     nv: NvP2p,
     mode: Mode,
+    strategy: Strategy,
     kind: ClientKind,
     pins: Arc<Pins>,
     stats: Arc<Stats>,
@@ -291,6 +311,7 @@ impl Client {
         nv: NvP2p,
         mode: Mode,
         kind: ClientKind,
+        strategy: Strategy,
         pins: Arc<Pins>,
         stats: Arc<Stats>,
     ) -> Result<Arc<Client>> {
@@ -298,6 +319,7 @@ impl Client {
             ClientShared {
                 nv,
                 mode,
+                strategy,
                 kind,
                 pins,
                 stats,
@@ -313,10 +335,10 @@ impl Client {
         self.shared.invalidator.populate(inv);
     }
 
-    /// Pins `range` anew for `space` and links the pin.
-    fn pin(&self, space: SpaceId, mm: ARef<Mm>, range: GpuRange) -> Result<Arc<SharedPin>> {
+    /// Pins `range` in the client's mode.
+    fn pin_raw(&self, range: GpuRange) -> Result<PinHandle> {
         let c = &self.shared;
-        let handle = match c.mode {
+        Ok(match c.mode {
             Mode::Callback => {
                 let users = PinUsers {
                     client: c.clone(),
@@ -335,7 +357,13 @@ impl Client {
                 PinHandle::Callback(c.nv.pin(range, users)?)
             }
             Mode::Persistent => PinHandle::Persistent(c.nv.pin_persistent(range)?),
-        };
+        })
+    }
+
+    /// Pins `range` anew for `space` and links the pin.
+    fn pin(&self, space: SpaceId, mm: ARef<Mm>, range: GpuRange) -> Result<Arc<SharedPin>> {
+        let c = &self.shared;
+        let handle = self.pin_raw(range)?;
         c.stats.pinned(range.len());
         let pin = Arc::new(
             SharedPin {
@@ -391,12 +419,57 @@ impl Client {
         }
     }
 
+    /// What a pin error means for a registration in acquire: `None` for "not this
+    /// process's GPU memory", else the user that reports the error from get_pages.
+    fn pin_failed(
+        &self,
+        addr: u64,
+        len: u64,
+        range: GpuRange,
+        e: Error,
+    ) -> Result<Option<Arc<User>>> {
+        let c = &self.shared;
+        if e == EINVAL {
+            // The driver's "not a pinnable range of this process": not ours.
+            return Ok(None);
+        }
+        // GPU memory whose pin failed: claim it, so that get_pages reports the real
+        // cause instead of the core's EFAULT.
+        c.stats.refuse(Refusal::of_pin_error(e), addr, len, e);
+        Ok(Some(User::new(c, addr, len, range, None, Some(e))?))
+    }
+
+    /// Pins for a new user of `range` and attaches it.
+    fn pin_user(&self, user: &Arc<User>, space: SpaceId, mm: ARef<Mm>) -> Result {
+        let pin = self.pin(space, mm, user.range)?;
+        user.state.lock().pin = Some(pin.clone());
+        if let Err(e) = Self::attach(&pin, user) {
+            // Freed right after pinning.
+            user.state.lock().pin = None;
+            self.detach(&pin, user);
+            return Err(e);
+        }
+        Ok(())
+    }
+
     fn claim(&self, addr: u64, len: u64, range: GpuRange) -> Result<Option<Arc<User>>> {
         let c = &self.shared;
         let Some((space, mm)) = current_space() else {
             // A kernel thread: not a process's GPU memory.
             return Ok(None);
         };
+        if c.strategy == Strategy::Reference {
+            // The probe: pin and unpin the whole range; get_pages pins again.
+            return match self.pin_raw(range) {
+                Ok(probe) => {
+                    c.stats.pinned(range.len());
+                    drop(probe);
+                    c.stats.unpinned(range.len());
+                    Ok(Some(User::new(c, addr, len, range, None, None)?))
+                }
+                Err(e) => self.pin_failed(addr, len, range, e),
+            };
+        }
         if c.mode == Mode::Callback {
             if let Some(pin) = c.pins.find_covering(space, Mode::Callback, range) {
                 let user = User::new(c, addr, len, range, Some(pin.clone()), None)?;
@@ -408,31 +481,15 @@ impl Client {
                 user.state.lock().pin = None;
             }
         }
-        match self.pin(space, mm, range) {
-            Ok(pin) => {
-                let user = User::new(c, addr, len, range, Some(pin.clone()), None)?;
-                if let Err(e) = Self::attach(&pin, &user) {
-                    // Freed right after pinning: GPU memory of this process, now gone.
-                    user.state.lock().pin = None;
-                    self.detach(&pin, &user);
-                    c.stats.refuse(Refusal::Freed, addr, len, e);
-                    return Ok(Some(User::new(c, addr, len, range, None, Some(e))?));
-                }
-                Ok(Some(user))
-            }
-            // The driver's "not a pinnable range of this process": not ours.
-            Err(e) if e == EINVAL => Ok(None),
-            // GPU memory whose pin failed: claim it, so that get_pages reports the real
-            // cause instead of the core's EFAULT.
-            Err(e) => {
-                let why = if e == ENOMEM {
-                    Refusal::Bar1Exhausted
-                } else {
-                    Refusal::of_pin_error(e)
-                };
-                c.stats.refuse(why, addr, len, e);
+        let user = User::new(c, addr, len, range, None, None)?;
+        match self.pin_user(&user, space, mm) {
+            Ok(()) => Ok(Some(user)),
+            Err(e) if e == EFAULT => {
+                // Freed right after pinning: GPU memory of this process, now gone.
+                c.stats.refuse(Refusal::Freed, addr, len, e);
                 Ok(Some(User::new(c, addr, len, range, None, Some(e))?))
             }
+            Err(e) => self.pin_failed(addr, len, range, e),
         }
     }
 }
@@ -516,6 +573,18 @@ impl PeerClient for Client {
         if let Some(e) = user.error {
             return Err(e);
         }
+        if self.shared.strategy == Strategy::Reference && user.state.lock().pin.is_none() {
+            // The reference strategy's second pin, in the registering process.
+            let (space, mm) = current_space().ok_or(EFAULT)?;
+            self.pin_user(user, space, mm).map_err(|e| {
+                let why = if e == EFAULT {
+                    Refusal::Freed
+                } else {
+                    Refusal::of_pin_error(e)
+                };
+                self.shared.stats.refuse(why, user.addr, user.len, e)
+            })?;
+        }
         let pin = user.state.lock().pin.clone().ok_or(EFAULT)?;
         match pin.users() {
             Some(u) => {
@@ -545,8 +614,12 @@ impl PeerClient for Client {
             .pci_function()
             .ok_or_else(|| refuse(Refusal::NotPci, EOPNOTSUPP))?;
         let pin = user.state.lock().pin.clone().ok_or(EFAULT)?;
-        let max_seg = u64::from(peer.max_segment_size());
-        let mapping = match &pin.handle {
+        let max_seg = match self.shared.strategy {
+            Strategy::Peermem => u64::from(peer.max_segment_size()),
+            // One SG entry per 64 KiB page.
+            Strategy::Reference => GPU_PAGE_SIZE,
+        };
+        let mut mapping = match &pin.handle {
             PinHandle::Callback(p) => p.dma_map(peer).map(Mapping::Callback),
             PinHandle::Persistent(p) => p.dma_map(peer).map(Mapping::Persistent),
         }
@@ -563,6 +636,8 @@ impl PeerClient for Client {
             .map_err(|e| refuse(Refusal::NoMemory, e))?;
         sg.fill(&dma, &len)
             .map_err(|e| refuse(Refusal::NoMemory, e))?;
+        // The SG list holds what the HCA needs; the per-page copy can go.
+        mapping.forget_addresses();
         let mut st = user.state.lock();
         st.mapping = Some(mapping);
         st.sg = Some(sg);

@@ -714,9 +714,15 @@ pub(crate) struct DmaMapping<T: FreeHandler> {
 }
 
 impl<T: FreeHandler> DmaMapping<T> {
-    /// The DMA address of each 64 KiB page of the pin, in order.
+    /// The DMA address of each 64 KiB page of the pin, in order (empty after
+    /// [`DmaMapping::forget_addresses`]).
     pub(crate) fn addresses(&self) -> &[u64] {
         &self.addrs
+    }
+
+    /// Frees the copy of the addresses; the mapping itself stays.
+    pub(crate) fn forget_addresses(&mut self) {
+        self.addrs = KVec::new();
     }
 }
 
@@ -823,10 +829,7 @@ mod tests {
     fn page_tables_are_checked() -> Result {
         // SAFETY: a null pointer is allowed.
         let null = unsafe { check_page_table(core::ptr::null(), 1) };
-        assert_eq!(
-            null,
-            Err(BadAnswer::Null)
-        );
+        assert_eq!(null, Err(BadAnswer::Null));
         let t = table(0x0002_0000, 4)?;
         assert_eq!(check(&t, 4), Ok(()));
         assert_eq!(check(&t, 3), Err(BadAnswer::Entries(4)));
@@ -871,10 +874,7 @@ mod tests {
         assert_eq!(read(&m, 3).err(), Some(BadAnswer::NullEntry));
         // SAFETY: a null pointer is allowed.
         let null = unsafe { read_dma_mapping(core::ptr::null(), 1) };
-        assert_eq!(
-            null.err(),
-            Some(BadAnswer::Null)
-        );
+        assert_eq!(null.err(), Some(BadAnswer::Null));
         Ok(())
     }
 

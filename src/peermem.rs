@@ -38,6 +38,10 @@ macro_rules! peermem_module {
                     default: 0,
                     description: "1: register nv_mem as a plain invalidating client (MLNX_OFED 4.9 LTS)",
                 },
+                pin_strategy: i32 {
+                    default: 0,
+                    description: "0: one pin per registration (default); 1: nvidia-peermem's double pin, for benchmarks",
+                },
             },
         }
     };
