@@ -340,11 +340,16 @@ void fake_nv_inject_pin_errors(u32 count, int err)
 }
 EXPORT_SYMBOL_GPL(fake_nv_inject_pin_errors);
 
+/*
+ * The configured cost of a pin or unpin, spent under the driver lock as the real
+ * driver's global lock serialises pins. Short costs busy-wait: the dev kernel has no
+ * high-resolution timers, so a 50 us sleep would last a whole jiffy.
+ */
 static void charge_us(u32 us)
 {
 	if (!us)
 		return;
-	if (us < 10)
+	if (us <= 2000)
 		udelay(us);
 	else
 		usleep_range(us, us + us / 8 + 1);

@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! `bench-report`: turns the peermem benchmark's QEMU console log into a report.
+//!
+//! The benchmark module prints `PEERMEM-BENCH,<strategy>,<group>,<metric>,<size_bytes>,
+//! <pin_cost_us>,<live>,<value>` rows on the serial console, for peermem and for the
+//! reference (nvidia-peermem's) strategy in the same run. This crate
+//!
+//! - [`parse`]s the rows out of the log (timestamps and other console output ignored),
+//! - prints a comparison table and checks the [`report`] targets (PASS/FAIL),
+//! - writes `results.csv` and four PNG [`plot`]s, drawn on a [`canvas`] with a
+//!   [`font`] of its own and encoded by a [`png`] writer of its own (no dependencies).
+
+pub mod canvas;
+pub mod font;
+pub mod parse;
+pub mod plot;
+pub mod png;
+pub mod report;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Usage text.
+pub const USAGE: &str = "usage: bench-report LOG [--out DIR]   (DIR defaults to docs/bench)";
+
+/// Exit code: every target passed.
+pub const EXIT_PASS: i32 = 0;
+/// Exit code: a target failed or was not measured.
+pub const EXIT_FAIL: i32 = 1;
+/// Exit code: bad usage, unreadable log, no rows, or outputs not written.
+pub const EXIT_BAD_INPUT: i32 = 2;
+
+/// Command-line options.
+#[derive(Debug, PartialEq)]
+pub struct Options {
+    /// The console log.
+    pub log: PathBuf,
+    /// Where `results.csv` and the plots go.
+    pub out: PathBuf,
+}
+
+/// Parses the arguments (without the program name).
+pub fn parse_args(args: &[String]) -> Result<Options, String> {
+    let mut log = None;
+    let mut out = PathBuf::from("docs/bench");
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--out" => out = it.next().ok_or("--out needs a directory")?.into(),
+            "-h" | "--help" => return Err(String::new()),
+            a if a.starts_with('-') && a != "-" => return Err(format!("unknown option {a}")),
+            a if log.is_none() => log = Some(PathBuf::from(a)),
+            a => return Err(format!("unexpected argument {a}")),
+        }
+    }
+    Ok(Options {
+        log: log.ok_or("missing LOG")?,
+        out,
+    })
+}
+
+/// Writes `results.csv` and the plots into `dir`; returns the paths written.
+pub fn write_outputs(results: &parse::Results, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    let mut written = Vec::new();
+    let csv = dir.join("results.csv");
+    std::fs::write(&csv, report::csv(results))?;
+    written.push(csv);
+    let plots = [
+        ("latency.png", plot::latency(results)),
+        ("pins.png", plot::pins(results)),
+        ("scaling.png", plot::scaling(results)),
+        ("sg_memory.png", plot::sg_memory(results)),
+    ];
+    for (name, canvas) in plots {
+        let path = dir.join(name);
+        std::fs::write(&path, canvas.to_png())?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+/// Runs the whole report; returns the exit code.
+pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let opts = match parse_args(args) {
+        Ok(o) => o,
+        Err(e) => {
+            if !e.is_empty() {
+                let _ = writeln!(err, "bench-report: {e}");
+            }
+            let _ = writeln!(err, "{USAGE}");
+            return EXIT_BAD_INPUT;
+        }
+    };
+    let bytes = match std::fs::read(&opts.log) {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = writeln!(err, "bench-report: {}: {e}", opts.log.display());
+            return EXIT_BAD_INPUT;
+        }
+    };
+    // Serial consoles can carry stray non-UTF-8 bytes.
+    let parsed = parse::parse_log(&String::from_utf8_lossy(&bytes));
+    for (line, reason) in &parsed.rejected {
+        let _ = writeln!(
+            err,
+            "bench-report: {}:{line}: ignored malformed row: {reason}",
+            opts.log.display()
+        );
+    }
+    if parsed.rows.is_empty() {
+        let _ = writeln!(
+            err,
+            "bench-report: {}: no {} rows",
+            opts.log.display(),
+            parse::MARKER.trim_end_matches(',')
+        );
+        return EXIT_BAD_INPUT;
+    }
+    let results = parse::Results::new(parsed.rows);
+    let targets = report::evaluate(&results);
+    let _ = write!(out, "{}", report::table(&results));
+    let _ = writeln!(out);
+    let _ = writeln!(out, "Targets:");
+    let _ = write!(out, "{}", report::format_targets(&targets));
+    match write_outputs(&results, &opts.out) {
+        Ok(paths) => {
+            let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+            let _ = writeln!(out, "\nwrote {}", names.join(", "));
+        }
+        Err(e) => {
+            let _ = writeln!(err, "bench-report: writing {}: {e}", opts.out.display());
+            return EXIT_BAD_INPUT;
+        }
+    }
+    if targets.iter().all(|t| t.pass) {
+        EXIT_PASS
+    } else {
+        EXIT_FAIL
+    }
+}

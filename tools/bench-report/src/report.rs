@@ -1,0 +1,495 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The comparison table, the targets (PASS/FAIL) and the CSV.
+
+use std::fmt::Write as _;
+
+use crate::parse::{human_size, Key, Results, Strategy};
+
+/// Sizes of the latency group.
+pub const LATENCY_SIZES: [u64; 3] = [65536, 2097152, 67108864];
+/// 64 KiB.
+pub const SIZE_64K: u64 = 65536;
+/// 64 MiB.
+pub const SIZE_64M: u64 = 67108864;
+/// Pin cost (µs) of the costly latency run.
+pub const COSTLY_PIN_US: u64 = 50;
+
+const EPS: f64 = 1e-9;
+
+/// peermem / reference, where both exist and the reference is not zero.
+pub fn ratio(peermem: Option<f64>, reference: Option<f64>) -> Option<f64> {
+    match (peermem, reference) {
+        (Some(p), Some(r)) if r != 0.0 => Some(p / r),
+        _ => None,
+    }
+}
+
+/// A value as printed in the table: integers without decimals, others with two.
+pub fn format_value(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map(format_value).unwrap_or_else(|| "-".to_string())
+}
+
+/// The comparison table: one line per figure, peermem, reference, ratio.
+pub fn table(results: &Results) -> String {
+    let mut lines: Vec<[String; 8]> = vec![[
+        "group".into(),
+        "metric".into(),
+        "size".into(),
+        "cost_us".into(),
+        "live".into(),
+        "peermem".into(),
+        "reference".into(),
+        "ratio".into(),
+    ]];
+    for key in results.keys() {
+        let p = results.get(Strategy::Peermem, key);
+        let r = results.get(Strategy::Reference, key);
+        lines.push([
+            key.group.clone(),
+            key.metric.clone(),
+            human_size(key.size),
+            key.cost_us.to_string(),
+            key.live.to_string(),
+            opt(p),
+            opt(r),
+            ratio(p, r)
+                .map(|x| format!("{x:.3}"))
+                .unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    let mut widths = [0usize; 8];
+    for line in &lines {
+        for (w, cell) in widths.iter_mut().zip(line) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let mut out = String::new();
+    for line in &lines {
+        let mut text = String::new();
+        for (i, cell) in line.iter().enumerate() {
+            // Text columns left-aligned, numbers right-aligned.
+            if i < 3 {
+                let _ = write!(text, "{cell:<w$}  ", w = widths[i]);
+            } else {
+                let _ = write!(text, "{cell:>w$}  ", w = widths[i]);
+            }
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// One target and its outcome.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target {
+    /// What is required.
+    pub name: String,
+    /// Whether it holds.
+    pub pass: bool,
+    /// The measured figure, or `not measured`.
+    pub figure: String,
+}
+
+impl Target {
+    fn new(name: impl Into<String>, pass: bool, figure: impl Into<String>) -> Self {
+        Target {
+            name: name.into(),
+            pass,
+            figure: figure.into(),
+        }
+    }
+
+    fn missing(name: impl Into<String>, what: &str) -> Self {
+        Target::new(name, false, format!("not measured ({what})"))
+    }
+}
+
+/// Checks that every latency `pins_per_reg` of `strategy` equals `want`.
+fn pins_target(results: &Results, strategy: Strategy, want: f64) -> Target {
+    let name = format!(
+        "{} pins per registration = {want:.2} (latency, every size and cost)",
+        strategy.as_str()
+    );
+    let values: Vec<(Key, f64)> = results
+        .keys_of("latency", "pins_per_reg")
+        .filter_map(|k| results.get(strategy, k).map(|v| (k.clone(), v)))
+        .collect();
+    if values.is_empty() {
+        return Target::missing(name, "no latency pins_per_reg rows");
+    }
+    let missing: Vec<String> = LATENCY_SIZES
+        .iter()
+        .filter(|s| !values.iter().any(|(k, _)| k.size == **s))
+        .map(|s| human_size(*s))
+        .collect();
+    let bad: Vec<String> = values
+        .iter()
+        .filter(|(_, v)| (v - want).abs() > 0.005)
+        .map(|(k, v)| format!("{:.2} at {}/{}us", v, human_size(k.size), k.cost_us))
+        .collect();
+    let min = values.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
+    let max = values.iter().map(|x| x.1).fold(f64::NEG_INFINITY, f64::max);
+    let mut figure = if min == max {
+        format!("{min:.2} in all {} configurations", values.len())
+    } else {
+        format!("{min:.2}..{max:.2}; off: {}", bad.join(", "))
+    };
+    if !missing.is_empty() {
+        figure.push_str(&format!("; not measured at {}", missing.join(", ")));
+    }
+    Target::new(name, bad.is_empty() && missing.is_empty(), figure)
+}
+
+/// Finds one figure for both strategies: exact key first, then any row of the same
+/// group, metric and size (and cost when given), preferring matching `live`.
+pub fn pair(
+    results: &Results,
+    group: &str,
+    metric: &str,
+    size: u64,
+    cost: Option<u64>,
+) -> (Option<f64>, Option<f64>) {
+    let keys: Vec<&Key> = results
+        .keys_of(group, metric)
+        .filter(|k| k.size == size && cost.is_none_or(|c| k.cost_us == c))
+        .collect();
+    // A key both strategies measured.
+    for k in &keys {
+        if let (Some(p), Some(r)) = (
+            results.get(Strategy::Peermem, k),
+            results.get(Strategy::Reference, k),
+        ) {
+            return (Some(p), Some(r));
+        }
+    }
+    let any = |s| keys.iter().rev().find_map(|k| results.get(s, k));
+    (any(Strategy::Peermem), any(Strategy::Reference))
+}
+
+/// Evaluates a `peermem <= limit * reference` target.
+fn ratio_target(
+    name: String,
+    (p, r): (Option<f64>, Option<f64>),
+    limit: f64,
+    unit: &str,
+) -> Target {
+    match (p, r) {
+        (Some(p), Some(r)) if r > 0.0 => {
+            let q = p / r;
+            Target::new(
+                name,
+                q <= limit + EPS,
+                format!(
+                    "peermem {} {unit} vs reference {} {unit}: ratio {q:.3} (limit {limit})",
+                    format_value(p),
+                    format_value(r)
+                ),
+            )
+        }
+        (Some(_), Some(r)) => Target::new(name, false, format!("reference is {r}: no ratio")),
+        (None, _) => Target::missing(name, "peermem"),
+        (_, None) => Target::missing(name, "reference"),
+    }
+}
+
+/// Evaluates every target.
+pub fn evaluate(results: &Results) -> Vec<Target> {
+    let mut targets = vec![
+        pins_target(results, Strategy::Peermem, 1.0),
+        pins_target(results, Strategy::Reference, 2.0),
+    ];
+
+    let name = "peermem covered re-registration pins = 0 (reuse)";
+    let reuse = results
+        .keys_of("reuse", "pins_per_reg")
+        .find_map(|k| results.get(Strategy::Peermem, k));
+    targets.push(match reuse {
+        Some(v) => Target::new(name, v.abs() <= 0.005, format!("{v:.2} pins")),
+        None => Target::missing(name, "reuse pins_per_reg"),
+    });
+
+    for size in LATENCY_SIZES {
+        targets.push(ratio_target(
+            format!(
+                "{COSTLY_PIN_US} us pin cost, {}: peermem reg_mean <= 0.55 x reference",
+                human_size(size)
+            ),
+            pair(results, "latency", "reg_mean_ns", size, Some(COSTLY_PIN_US)),
+            0.55,
+            "ns",
+        ));
+    }
+
+    let name = "scaling: peermem op_ns at 100000 live / at 1000 live <= 2".to_string();
+    let at = |live| {
+        results
+            .keys_of("scaling", "op_ns")
+            .filter(|k| k.live == live)
+            .find_map(|k| results.get(Strategy::Peermem, k))
+    };
+    targets.push(match (at(1000), at(100000)) {
+        (Some(lo), Some(hi)) if lo > 0.0 => {
+            let q = hi / lo;
+            Target::new(
+                name,
+                q <= 2.0 + EPS,
+                format!("{} ns / {} ns = {q:.2}", format_value(hi), format_value(lo)),
+            )
+        }
+        (Some(lo), Some(_)) => Target::new(name, false, format!("op_ns at 1000 live is {lo}")),
+        (None, _) => Target::missing(name, "live=1000"),
+        (_, None) => Target::missing(name, "live=100000"),
+    });
+
+    let sg = {
+        let at0 = pair(results, "latency", "sg_entries", SIZE_64M, Some(0));
+        if at0.0.is_some() && at0.1.is_some() {
+            at0
+        } else {
+            pair(results, "latency", "sg_entries", SIZE_64M, None)
+        }
+    };
+    targets.push(ratio_target(
+        "SG entries at 64 MiB: peermem <= 1/100 of reference".to_string(),
+        sg,
+        0.01,
+        "entries",
+    ));
+
+    for (size, limit, text) in [(SIZE_64M, 0.1, "1/10 of"), (SIZE_64K, 1.0, "")] {
+        let name = if text.is_empty() {
+            format!(
+                "module bytes per live registration at {}: peermem <= reference",
+                human_size(size)
+            )
+        } else {
+            format!(
+                "module bytes per live registration at {}: peermem <= {text} reference",
+                human_size(size)
+            )
+        };
+        targets.push(ratio_target(
+            name,
+            pair(results, "memory", "bytes_per_reg_module", size, None),
+            limit,
+            "B",
+        ));
+    }
+    targets
+}
+
+/// The targets as printed: `PASS  name: figure`.
+pub fn format_targets(targets: &[Target]) -> String {
+    let mut out = String::new();
+    for t in targets {
+        let _ = writeln!(
+            out,
+            "{}  {}: {}",
+            if t.pass { "PASS" } else { "FAIL" },
+            t.name,
+            t.figure
+        );
+    }
+    let passed = targets.iter().filter(|t| t.pass).count();
+    let _ = writeln!(out, "{passed}/{} targets passed", targets.len());
+    out
+}
+
+/// `results.csv`: a header and every row in log order.
+pub fn csv(results: &Results) -> String {
+    let mut out = String::from("strategy,group,metric,size_bytes,pin_cost_us,live,value\n");
+    for row in results.rows() {
+        let k = &row.key;
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{}",
+            row.strategy.as_str(),
+            k.group,
+            k.metric,
+            k.size,
+            k.cost_us,
+            k.live,
+            row.value_text
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::parse_log;
+
+    const GOOD: &str = "\
+PEERMEM-BENCH,peermem,latency,pins_per_reg,65536,0,0,1.00
+PEERMEM-BENCH,reference,latency,pins_per_reg,65536,0,0,2.00
+PEERMEM-BENCH,peermem,latency,pins_per_reg,2097152,50,0,1.00
+PEERMEM-BENCH,reference,latency,pins_per_reg,2097152,50,0,2.00
+PEERMEM-BENCH,peermem,latency,pins_per_reg,67108864,50,0,1
+PEERMEM-BENCH,reference,latency,pins_per_reg,67108864,50,0,2
+PEERMEM-BENCH,peermem,reuse,pins_per_reg,65536,0,1,0.00
+PEERMEM-BENCH,reference,reuse,pins_per_reg,65536,0,1,2.00
+PEERMEM-BENCH,peermem,latency,reg_mean_ns,65536,50,0,55000
+PEERMEM-BENCH,reference,latency,reg_mean_ns,65536,50,0,100000
+PEERMEM-BENCH,peermem,latency,reg_mean_ns,2097152,50,0,60000
+PEERMEM-BENCH,reference,latency,reg_mean_ns,2097152,50,0,130000
+PEERMEM-BENCH,peermem,latency,reg_mean_ns,67108864,50,0,200000
+PEERMEM-BENCH,reference,latency,reg_mean_ns,67108864,50,0,1000000
+PEERMEM-BENCH,peermem,scaling,op_ns,65536,0,1000,5000
+PEERMEM-BENCH,peermem,scaling,op_ns,65536,0,100000,10000
+PEERMEM-BENCH,peermem,latency,sg_entries,67108864,0,0,10.24
+PEERMEM-BENCH,reference,latency,sg_entries,67108864,0,0,1024
+PEERMEM-BENCH,peermem,memory,bytes_per_reg_module,67108864,0,64,3328
+PEERMEM-BENCH,reference,memory,bytes_per_reg_module,67108864,0,64,33280
+PEERMEM-BENCH,peermem,memory,bytes_per_reg_module,65536,0,4096,644
+PEERMEM-BENCH,reference,memory,bytes_per_reg_module,65536,0,4096,644
+";
+
+    fn eval(log: &str) -> Vec<Target> {
+        evaluate(&Results::new(parse_log(log).rows))
+    }
+
+    #[test]
+    fn ratio_needs_both_and_nonzero_reference() {
+        assert_eq!(ratio(Some(1.0), Some(4.0)), Some(0.25));
+        assert_eq!(ratio(Some(1.0), Some(0.0)), None);
+        assert_eq!(ratio(None, Some(4.0)), None);
+        assert_eq!(ratio(Some(1.0), None), None);
+    }
+
+    #[test]
+    fn all_targets_pass_at_their_limits() {
+        let targets = eval(GOOD);
+        assert_eq!(targets.len(), 10);
+        for t in &targets {
+            assert!(t.pass, "{t:?}");
+        }
+        assert_eq!(targets[0].figure, "1.00 in all 3 configurations");
+        assert_eq!(targets[2].figure, "0.00 pins");
+        assert!(
+            targets[3].figure.contains("ratio 0.550"),
+            "{}",
+            targets[3].figure
+        );
+        assert_eq!(targets[6].figure, "10000 ns / 5000 ns = 2.00");
+        assert!(targets[7].figure.contains("ratio 0.010"));
+        assert!(targets[9].figure.contains("ratio 1.000"));
+    }
+
+    #[test]
+    fn targets_fail_just_over_their_limits() {
+        let log = GOOD
+            .replace(
+                "pins_per_reg,2097152,50,0,1.00",
+                "pins_per_reg,2097152,50,0,1.50",
+            )
+            .replace(
+                "reuse,pins_per_reg,65536,0,1,0.00",
+                "reuse,pins_per_reg,65536,0,1,1",
+            )
+            .replace("65536,50,0,55000", "65536,50,0,55001")
+            .replace("0,100000,10000", "0,100000,10001")
+            .replace(
+                "sg_entries,67108864,0,0,10.24",
+                "sg_entries,67108864,0,0,11",
+            )
+            .replace("67108864,0,64,3328\n", "67108864,0,64,3329\n")
+            .replace(
+                "65536,0,4096,644\nPEERMEM-BENCH,ref",
+                "65536,0,4096,645\nPEERMEM-BENCH,ref",
+            );
+        let targets = eval(&log);
+        let pass: Vec<bool> = targets.iter().map(|t| t.pass).collect();
+        assert_eq!(
+            pass,
+            vec![false, true, false, false, true, true, false, false, false, false]
+        );
+        assert_eq!(targets[0].figure, "1.00..1.50; off: 1.50 at 2 MiB/50us");
+        assert_eq!(targets[2].figure, "1.00 pins");
+        assert_eq!(targets[6].figure, "10001 ns / 5000 ns = 2.00");
+    }
+
+    #[test]
+    fn missing_figures_fail_as_not_measured() {
+        let targets = eval("PEERMEM-BENCH,peermem,latency,reg_mean_ns,65536,50,0,1\n");
+        assert_eq!(targets.len(), 10);
+        assert!(targets.iter().all(|t| !t.pass));
+        assert_eq!(
+            targets[0].figure,
+            "not measured (no latency pins_per_reg rows)"
+        );
+        assert_eq!(targets[3].figure, "not measured (reference)");
+        assert_eq!(targets[4].figure, "not measured (peermem)");
+        assert_eq!(targets[6].figure, "not measured (live=1000)");
+        // A size missing from the pins rows fails even if the others are right.
+        let partial = GOOD
+            .lines()
+            .filter(|l| !l.contains("pins_per_reg,67108864"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let targets = eval(&partial);
+        assert!(!targets[0].pass);
+        assert_eq!(
+            targets[0].figure,
+            "1.00 in all 2 configurations; not measured at 64 MiB"
+        );
+    }
+
+    #[test]
+    fn table_lists_each_figure_once_with_ratio() {
+        let results = Results::new(
+            parse_log(
+                "PEERMEM-BENCH,peermem,latency,reg_mean_ns,65536,50,0,55000\n\
+                 PEERMEM-BENCH,reference,latency,reg_mean_ns,65536,50,0,100000\n\
+                 PEERMEM-BENCH,peermem,latency,weird_metric,2097152,0,0,1.5\n",
+            )
+            .rows,
+        );
+        let t = table(&results);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert!(lines[0].starts_with("group"));
+        let cells: Vec<&str> = lines[1].split_whitespace().collect();
+        assert_eq!(
+            cells,
+            [
+                "latency",
+                "reg_mean_ns",
+                "64",
+                "KiB",
+                "50",
+                "0",
+                "55000",
+                "100000",
+                "0.550"
+            ]
+        );
+        let cells: Vec<&str> = lines[2].split_whitespace().collect();
+        assert_eq!(cells[2..4], ["2", "MiB"]);
+        assert_eq!(cells[6..], ["1.50", "-", "-"]);
+    }
+
+    #[test]
+    fn csv_keeps_every_row_and_value_text() {
+        let log = "[ 1.0] PEERMEM-BENCH,peermem,latency,reg_mean_ns,65536,0,0,4210.50\n\
+                   noise\n\
+                   PEERMEM-BENCH,reference,odd,unknown_metric,1,2,3,7\n";
+        let csv = csv(&Results::new(parse_log(log).rows));
+        assert_eq!(
+            csv,
+            "strategy,group,metric,size_bytes,pin_cost_us,live,value\n\
+             peermem,latency,reg_mean_ns,65536,0,0,4210.50\n\
+             reference,odd,unknown_metric,1,2,3,7\n"
+        );
+    }
+}
