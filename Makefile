@@ -7,6 +7,7 @@
 #                   nvidia_peermem for applications that look for it)
 #   make run        set up, build, boot the dev VM and show the module working
 #   make test       set up, build, run every test; ends with "N passed, N failed"
+#   make bench      benchmark against nvidia-peermem's pinning strategy (docs/bench)
 #   make check      rustfmt and clippy with the kernel's settings
 #   make fmt        format the module (kernel settings) and the host workspace
 #   make install    install the module and its modprobe/depmod snippets (DESTDIR, KVER)
@@ -33,7 +34,7 @@ KBUILD_EXTRA_SYMBOLS ?=
 
 MODULE_SRCS := Kbuild VERSION $(wildcard src/*.rs src/*/*.rs src/*.c include/*.h bindings/*.rs)
 
-.PHONY: all modules dropin setup kernel run test check fmt clean \
+.PHONY: all modules dropin setup kernel run test bench check fmt clean \
 	install install-dropin install-dkms test-install
 
 all: modules
@@ -63,6 +64,10 @@ run: setup
 
 test: setup
 	@$(ROOT)/scripts/test-all
+
+# A benchmark, not a test: peermem side by side with nvidia-peermem's strategy.
+bench: setup
+	@$(ROOT)/scripts/bench
 
 check: setup
 	@$(ROOT)/scripts/check

@@ -378,8 +378,8 @@ static int bench_main(void *unused)
 	}
 	fake_nv_proc_enter(proc);
 	set_cost(0, true);
-	bench_memory(SZ_64K, 5000);
-	bench_memory(SZ_64M, 100);
+	bench_memory(SZ_64K, 20000);
+	bench_memory(SZ_64M, 1000);
 	for (c = 0; c < ARRAY_SIZE(costs); c++) {
 		set_cost(costs[c], false);
 		for (s = 0; s < ARRAY_SIZE(sizes); s++)
