@@ -17,7 +17,16 @@ pub(crate) fn version() -> &'static CStr {
 /// The foreign functions, each `None` where its exporter was not loaded before this
 /// module (weak references resolved by the module loader).
 pub(crate) fn resolve_symbols() -> bindings::peermem_symbols {
-    let mut syms = bindings::peermem_symbols {
+    let mut syms = no_symbols();
+    // SAFETY: `syms` is a valid, writable `peermem_symbols`; the function only stores
+    // the addresses of the weak references into it.
+    unsafe { bindings::peermem_resolve_symbols(&mut syms) };
+    syms
+}
+
+/// A symbol table with every function absent.
+pub(crate) const fn no_symbols() -> bindings::peermem_symbols {
+    bindings::peermem_symbols {
         nv_get_pages: None,
         nv_put_pages: None,
         nv_free_page_table: None,
@@ -28,11 +37,7 @@ pub(crate) fn resolve_symbols() -> bindings::peermem_symbols {
         nv_put_pages_persistent: None,
         ib_register_client: None,
         ib_unregister_client: None,
-    };
-    // SAFETY: `syms` is a valid, writable `peermem_symbols`; the function only stores
-    // the addresses of the weak references into it.
-    unsafe { bindings::peermem_resolve_symbols(&mut syms) };
-    syms
+    }
 }
 
 /// Whether a message of the given kind may be printed now (per-kind rate limit).

@@ -878,20 +878,7 @@ mod tests {
         Ok(())
     }
 
-    fn no_symbols() -> bindings::peermem_symbols {
-        bindings::peermem_symbols {
-            nv_get_pages: None,
-            nv_put_pages: None,
-            nv_free_page_table: None,
-            nv_dma_map_pages: None,
-            nv_dma_unmap_pages: None,
-            nv_free_dma_mapping: None,
-            nv_get_pages_persistent: None,
-            nv_put_pages_persistent: None,
-            ib_register_client: None,
-            ib_unregister_client: None,
-        }
-    }
+    use crate::glue::no_symbols;
 
     // A stub driver: what its persistent get hands out is chosen per test.
     static MODE: AtomicU32 = AtomicU32::new(0);
