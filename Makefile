@@ -16,7 +16,8 @@
 # any Rust-enabled kernel build tree works: make KDIR=/path/to/build
 
 ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
-BUILD := $(ROOT)/build
+# Where build outputs go (scripts building for another kernel variant pass their own).
+BUILD ?= $(ROOT)/build
 # Resolved lazily: only targets that need a kernel build it.
 KDIR_DEV = $(shell $(ROOT)/scripts/build-kernel dev)
 KDIR ?=
@@ -32,9 +33,8 @@ export LIBCLANG_PATH ?= /usr/lib/llvm-19/lib
 # Empty by default: the test bed's fakes provide them (tests/fakes).
 KBUILD_EXTRA_SYMBOLS ?=
 
-MODULE_SRCS := Kbuild VERSION $(wildcard src/*.rs src/*/*.rs src/*.c include/*.h bindings/*.rs)
-
-.PHONY: all modules dropin setup kernel run test bench check fmt clean \
+FORCE:
+.PHONY: FORCE all modules dropin setup kernel run test bench check fmt clean \
 	install install-dropin install-dkms test-install
 
 all: modules
@@ -49,12 +49,14 @@ kernel: setup
 modules: $(BUILD)/peermem/peermem.ko
 dropin: $(BUILD)/nvidia-peermem/nvidia-peermem.ko
 
-$(BUILD)/peermem/peermem.ko: $(MODULE_SRCS)
+# Always handed to Kbuild, which rebuilds what changed, including the kernel built
+# against (another KDIR changes every object's command line).
+$(BUILD)/peermem/peermem.ko: FORCE
 	@mkdir -p $(@D)
 	$(MAKE) -C $(K) M=$(ROOT) MO=$(@D) $(KMAKE_VARS) \
 		KBUILD_EXTRA_SYMBOLS="$(KBUILD_EXTRA_SYMBOLS)" modules
 
-$(BUILD)/nvidia-peermem/nvidia-peermem.ko: $(MODULE_SRCS)
+$(BUILD)/nvidia-peermem/nvidia-peermem.ko: FORCE
 	@mkdir -p $(@D)
 	$(MAKE) -C $(K) M=$(ROOT) MO=$(@D) $(KMAKE_VARS) PEERMEM_DROPIN=1 \
 		KBUILD_EXTRA_SYMBOLS="$(KBUILD_EXTRA_SYMBOLS)" modules
