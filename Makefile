@@ -7,6 +7,7 @@
 #                   nvidia_peermem for applications that look for it)
 #   make run        set up, build, boot the dev VM and show the module working
 #   make test       set up, build, run every test; ends with "N passed, N failed"
+#   make test-debug the VM tests on the debug kernel (KASAN, kmemleak, ...; docs/debug-kernel.md)
 #   make bench      benchmark against nvidia-peermem's pinning strategy (docs/bench)
 #   make check      rustfmt and clippy with the kernel's settings
 #   make fmt        format the module (kernel settings) and the host workspace
@@ -34,7 +35,7 @@ export LIBCLANG_PATH ?= /usr/lib/llvm-19/lib
 KBUILD_EXTRA_SYMBOLS ?=
 
 FORCE:
-.PHONY: FORCE all modules dropin setup kernel run test bench check fmt clean \
+.PHONY: FORCE all modules dropin setup kernel run test test-debug bench check fmt clean \
 	install install-dropin install-dkms test-install
 
 all: modules
@@ -66,6 +67,9 @@ run: setup
 
 test: setup
 	@$(ROOT)/scripts/test-all
+
+test-debug: setup
+	@$(ROOT)/scripts/test-debug
 
 # A benchmark, not a test: peermem side by side with nvidia-peermem's strategy.
 bench: setup

@@ -175,8 +175,17 @@ static int t_dma_map(struct sg_table *sg_head, void *ctx, struct device *dev, in
 	for_each_sg(table.sgl, sg, n, i) {
 		u64 va = start + (u64)i * chunk;
 		unsigned int l = min_t(u64, chunk, end - va);
-		dma_addr_t dma = dma_map_resource(dev, base + va, l, DMA_BIDIRECTIONAL, 0);
+		dma_addr_t dma;
 
+		if (tc->mode == M_NOT_MAPPED) {
+			/* An entry that was never DMA-mapped: nothing to unmap later. */
+			sg->length = l;
+			sg->offset = 0;
+			sg_dma_address(sg) = base + va;
+			sg_dma_len(sg) = 0;
+			continue;
+		}
+		dma = dma_map_resource(dev, base + va, l, DMA_BIDIRECTIONAL, 0);
 		if (dma_mapping_error(dev, dma)) {
 			t_unmap_table(&table, dev, i);
 			sg_free_table(&table);
@@ -187,7 +196,7 @@ static int t_dma_map(struct sg_table *sg_head, void *ctx, struct device *dev, in
 		sg->length = l;
 		sg->offset = 0;
 		sg_dma_address(sg) = dma;
-		sg_dma_len(sg) = tc->mode == M_NOT_MAPPED ? 0 : l;
+		sg_dma_len(sg) = l;
 	}
 	t->nents = n;
 	t->dma0 = sg_dma_address(table.sgl);

@@ -545,7 +545,7 @@ static void map_teardown(struct fnv_map *map, int new_state, u32 poison)
 
 	for (i = 0; i < m->entries; i++)
 		dma_unmap_resource(&map->peer->dev, m->dma_addresses[i], FNV_PAGE,
-				   DMA_BIDIRECTIONAL, 0);
+				   DMA_BIDIRECTIONAL, DMA_ATTR_DEBUGGING_IGNORE_CACHELINES);
 	list_del(&map->pin_node);
 	map->state = new_state;
 	m->version = poison;
@@ -941,7 +941,13 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer, struct nvidia_p2p_page_table 
 
 		if (!peer_reaches(&peer->dev, phys, FNV_PAGE))
 			break;
-		d = dma_map_resource(&peer->dev, phys, FNV_PAGE, DMA_BIDIRECTIONAL, 0);
+		/*
+		 * A peer BAR is MMIO: no CPU cache line is involved, and every registration
+		 * of the same GPU page has its own mapping, legitimately overlapping. Tell
+		 * dma-debug not to count those overlaps as a leak.
+		 */
+		d = dma_map_resource(&peer->dev, phys, FNV_PAGE, DMA_BIDIRECTIONAL,
+				     DMA_ATTR_DEBUGGING_IGNORE_CACHELINES);
 		if (dma_mapping_error(&peer->dev, d))
 			break;
 		addrs[i] = d;
@@ -975,7 +981,8 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer, struct nvidia_p2p_page_table 
 	goto out;
 fail:
 	while (i-- > 0)
-		dma_unmap_resource(&peer->dev, addrs[i], FNV_PAGE, DMA_BIDIRECTIONAL, 0);
+		dma_unmap_resource(&peer->dev, addrs[i], FNV_PAGE, DMA_BIDIRECTIONAL,
+				   DMA_ATTR_DEBUGGING_IGNORE_CACHELINES);
 	kvfree(addrs);
 	kfree(m);
 	kfree(map);
