@@ -116,6 +116,7 @@ impl SharedPin {
     pub(crate) fn describe(
         &self,
         key: &PinKey,
+        salt: u64,
         f: &mut core::fmt::Formatter<'_>,
     ) -> core::fmt::Result {
         let r = self.range();
@@ -125,7 +126,7 @@ impl SharedPin {
         };
         writeln!(
             f,
-            "{} {} {} {:#x} {:#x} {} {} {}",
+            "{} {} {} {:#x} {:#x} {} {} {} {:016x}",
             key.id(),
             self.space.tgid,
             mode,
@@ -133,7 +134,8 @@ impl SharedPin {
             r.end(),
             r.len(),
             users,
-            if self.is_freed() { "freed" } else { "live" }
+            if self.is_freed() { "freed" } else { "live" },
+            self.space.display_id(salt)
         )
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! - `stats`: one `name value` line per counter (see [`Stats`]).
 //! - `pins`: a `#` header, then one line per live pin:
-//!   `id tgid mode start end bytes users state`.
+//!   `id tgid mode start end bytes users state space`, where `space` identifies the
+//!   address space (mm and thread group) without showing a kernel address.
 
 use core::{fmt, sync::atomic::Ordering};
 
@@ -51,11 +52,12 @@ struct PinsView(Arc<Pins>);
 
 impl fmt::Debug for PinsView {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "# id tgid mode start end bytes users state")?;
+        writeln!(f, "# id tgid mode start end bytes users state space")?;
+        let salt = Arc::as_ptr(&self.0) as u64;
         let mut res = Ok(());
         self.0.for_each(|key, pin| {
             if res.is_ok() {
-                res = pin.describe(key, f);
+                res = pin.describe(key, salt, f);
             }
         });
         res

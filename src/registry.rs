@@ -45,6 +45,18 @@ pub(crate) struct SpaceId {
     pub(crate) tgid: i32,
 }
 
+impl SpaceId {
+    /// An identifier of the address space for display: its mm address mixed with
+    /// `salt` by a bijection (splitmix64), so different spaces never share one and
+    /// the kernel address itself is not shown.
+    pub(crate) fn display_id(&self, salt: u64) -> u64 {
+        let mut z = (self.mm as u64 ^ salt).wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
 /// A pin's place in the tree.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 pub(crate) struct PinKey {

@@ -7,7 +7,8 @@
 //!
 //! - `stats`: one `name value` per line. Names the tool does not know are kept.
 //! - `pins`: a `#` header, then one line per live pin:
-//!   `id tgid mode start end bytes users state`.
+//!   `id tgid mode start end bytes users state [space]` (`space`, a hex identifier of
+//!   the address space, since module version 0.1.0's debugfs revision 2).
 
 use std::fmt::{self, Write};
 
@@ -99,6 +100,9 @@ pub struct Pin {
     pub users: u64,
     /// `live`, or `freed` (the owner freed the memory; the pin waits for its users).
     pub state: String,
+    /// The address space (mm and thread group) the pin belongs to, as the module
+    /// identifies it; absent from older modules' files.
+    pub space: Option<String>,
 }
 
 /// A line of a debugfs file that could not be parsed.
@@ -163,9 +167,9 @@ pub fn parse_pins(text: &str) -> Result<Vec<Pin>, ParseError> {
             what,
         };
         let w: Vec<&str> = line.split_whitespace().collect();
-        if w.len() != 8 {
+        if w.len() != 8 && w.len() != 9 {
             return Err(err(format!(
-                "expected 8 fields (id tgid mode start end bytes users state), got {}",
+                "expected 8 or 9 fields (id tgid mode start end bytes users state [space]), got {}",
                 w.len()
             )));
         }
@@ -181,6 +185,7 @@ pub fn parse_pins(text: &str) -> Result<Vec<Pin>, ParseError> {
             bytes: num(5, "bytes")?,
             users: num(6, "users")?,
             state: w[7].to_owned(),
+            space: w.get(8).map(|s| (*s).to_owned()),
         });
     }
     Ok(pins)
@@ -295,15 +300,16 @@ pub fn render_text(s: &Status) -> String {
     } else {
         let _ = writeln!(
             out,
-            "{:>6} {:>8}  {:<10} {:<18} {:<18} {:>12} {:>5}  STATE",
-            "ID", "TGID", "MODE", "START", "END", "BYTES", "USERS"
+            "{:>6} {:>8}  {:<16}  {:<10} {:<18} {:<18} {:>12} {:>5}  STATE",
+            "ID", "TGID", "SPACE", "MODE", "START", "END", "BYTES", "USERS"
         );
         for p in &s.pins {
             let _ = writeln!(
                 out,
-                "{:>6} {:>8}  {:<10} {:<18} {:<18} {:>12} {:>5}  {}",
+                "{:>6} {:>8}  {:<16}  {:<10} {:<18} {:<18} {:>12} {:>5}  {}",
                 p.id,
                 p.tgid,
+                p.space.as_deref().unwrap_or("-"),
                 p.mode,
                 format!("{:#x}", p.start),
                 format!("{:#x}", p.end),
@@ -355,6 +361,7 @@ pub fn render_json(s: &Status) -> String {
             .num("bytes", p.bytes)
             .num("users", p.users)
             .str("state", &p.state)
+            .str("space", p.space.as_deref().unwrap_or(""))
             .finish()
     }));
     let mut stats = json::Object::new();

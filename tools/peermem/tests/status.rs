@@ -28,6 +28,7 @@ fn parses_live_pins_and_counters() {
                 bytes: 1_048_576,
                 users: 2,
                 state: "live".into(),
+                space: None,
             },
             Pin {
                 id: 9,
@@ -38,6 +39,7 @@ fn parses_live_pins_and_counters() {
                 bytes: 2_097_152,
                 users: 1,
                 state: "freed".into(),
+                space: None,
             },
         ]
     );
@@ -110,7 +112,7 @@ fn malformed_lines_are_reported_with_their_line() {
         Err(StatusError::Parse(e)) => {
             assert_eq!(e.file, "pins");
             assert_eq!(e.line, 2);
-            assert!(e.what.contains("expected 8 fields"), "{}", e.what);
+            assert!(e.what.contains("expected 8 or 9 fields"), "{}", e.what);
         }
         other => panic!("{other:?}"),
     }
@@ -125,7 +127,7 @@ fn text_table_shows_pins() {
     let s = status::read(&Root::new(fixture("healthy-dev-vm"))).unwrap();
     let text = status::render_text(&s);
     assert!(text.starts_with("peermem: 2 live pins, 3.0 MiB pinned (peak 4.0 MiB)\n"));
-    assert!(text.contains("     7     1234  callback   0x7f0000000000     0x7f0000100000          1.0 MiB     2  live\n"), "{text}");
+    assert!(text.contains("     7     1234  -                 callback   0x7f0000000000     0x7f0000100000          1.0 MiB     2  live\n"), "{text}");
     assert!(text.contains("  registrations           3\n"), "{text}");
 }
 
@@ -133,7 +135,7 @@ fn text_table_shows_pins() {
 fn json_has_pins_and_stats() {
     let s = status::read(&Root::new(fixture("healthy-dev-vm"))).unwrap();
     let json = status::render_json(&s);
-    assert!(json.starts_with(r#"{"pins":[{"id":7,"tgid":1234,"mode":"callback","start":"0x7f0000000000","end":"0x7f0000100000","bytes":1048576,"users":2,"state":"live"},{"id":9,"#));
+    assert!(json.starts_with(r#"{"pins":[{"id":7,"tgid":1234,"mode":"callback","start":"0x7f0000000000","end":"0x7f0000100000","bytes":1048576,"users":2,"state":"live","space":""},{"id":9,"#));
     assert!(json.contains(r#""stats":{"registrations":3,"releases":1,"#));
 }
 
@@ -182,4 +184,19 @@ fn binary_exit_codes() {
     assert_eq!(ok.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&ok.stdout).starts_with(r#"{"pins":[],"stats":{"#));
     assert_eq!(run("status-bad-pins", false).status.code(), Some(1));
+}
+
+#[test]
+fn the_address_space_column_is_read_when_present() {
+    let text = "# id tgid mode start end bytes users state space\n\
+                3 77 callback 0x7f0000000000 0x7f0000020000 131072 2 live 00a1b2c3d4e5f607\n";
+    let pins = peermem_tool::status::parse_pins(text).expect("parses");
+    assert_eq!(pins.len(), 1);
+    assert_eq!(pins[0].space.as_deref(), Some("00a1b2c3d4e5f607"));
+    assert_eq!(pins[0].users, 2);
+    // Ten fields is not a format the module writes.
+    assert!(
+        peermem_tool::status::parse_pins(&format!("{} extra\n", text.lines().nth(1).unwrap()))
+            .is_err()
+    );
 }
