@@ -373,18 +373,20 @@ unsafe extern "C" fn acquire<T: PeerClient, const S: usize>(
     if !shared.ready.load(Ordering::Acquire) {
         return 0;
     }
+    // The box comes first: once the client has claimed the range, nothing may fail
+    // before the core holds the context (and will release it).
+    let Ok(slot) = KBox::<Ctx<T>>::new_uninit(GFP_KERNEL) else {
+        return ENOMEM.to_errno();
+    };
     match shared.client.acquire(addr as u64, size as u64) {
         Ok(Some(ctx)) => {
-            let boxed = match KBox::new(
+            let boxed = KBox::write(
+                slot,
                 Ctx {
                     client: shared.client.clone(),
                     ctx,
                 },
-                GFP_KERNEL,
-            ) {
-                Ok(b) => b,
-                Err(_) => return ENOMEM.to_errno(),
-            };
+            );
             // SAFETY: `client_context` is the core's valid out-pointer.
             unsafe { *client_context = KBox::into_raw(boxed).cast() };
             1

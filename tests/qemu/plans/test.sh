@@ -63,7 +63,8 @@ unload peermem
 check $S nothing_leaked_persistent clean
 
 load peermem persistent_api_support=0
-load peermem_test_callback
+# STRESS_ARGS: fewer stress rounds on slow kernels (scripts/test-debug sets it).
+load peermem_test_callback ${STRESS_ARGS:-}
 unload peermem_test_callback
 unload peermem
 check $S nothing_leaked_callback clean
