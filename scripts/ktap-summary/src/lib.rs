@@ -350,6 +350,30 @@ pub fn parse_manifest(text: &str) -> Result<BTreeMap<String, Expected>, String> 
     Ok(m)
 }
 
+/// Adds a second manifest to `base`: its suites run in addition to the base's (a plan
+/// made of several plans). A suite in both must have the same case count; the runs
+/// add up.
+pub fn merge_manifest(
+    base: &mut BTreeMap<String, Expected>,
+    more: BTreeMap<String, Expected>,
+) -> Result<(), String> {
+    for (name, exp) in more {
+        match base.get_mut(&name) {
+            Some(b) if b.cases != exp.cases => {
+                return Err(format!(
+                    "suite {name}: {} cases in one manifest, {} in another",
+                    b.cases, exp.cases
+                ))
+            }
+            Some(b) => b.runs += exp.runs,
+            None => {
+                base.insert(name, exp);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The verdict on one log against a manifest.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Summary {

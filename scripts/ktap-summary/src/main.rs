@@ -1,43 +1,55 @@
-//! `ktap-summary --manifest FILE [--label WORD] LOG`: prints one line per suite run,
+//! `ktap-summary --manifest FILE [--manifest FILE]... [--label WORD] LOG`: prints one
+//! line per suite run (several manifests add up: a plan made of several plans),
 //! every problem, and a last line `[WORD: ]N passed, N failed[, N skipped]`. Exits 0
 //! only when the run passed (see the library's documentation for what that means).
 
 use std::process::ExitCode;
 
 fn usage() -> ExitCode {
-    eprintln!("usage: ktap-summary --manifest FILE [--label WORD] LOG");
+    eprintln!("usage: ktap-summary --manifest FILE [--manifest FILE]... [--label WORD] LOG");
     ExitCode::from(2)
 }
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
-    let (mut manifest, mut label, mut log) = (None, None, None);
+    let (mut manifests, mut label, mut log) = (Vec::new(), None, None);
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--manifest" => manifest = args.next(),
+            "--manifest" => match args.next() {
+                Some(m) => manifests.push(m),
+                None => return usage(),
+            },
             "--label" => label = args.next(),
             _ if log.is_none() && !a.starts_with("--") => log = Some(a),
             _ => return usage(),
         }
     }
-    let (Some(manifest), Some(log)) = (manifest, log) else {
+    let Some(log) = log else {
         return usage();
     };
+    if manifests.is_empty() {
+        return usage();
+    }
     let read = |p: &str| {
         std::fs::read(p)
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .map_err(|e| eprintln!("ktap-summary: {p}: {e}"))
     };
-    let (Ok(mtext), Ok(ltext)) = (read(&manifest), read(&log)) else {
+    let Ok(ltext) = read(&log) else {
         return ExitCode::from(2);
     };
-    let manifest = match ktap_summary::parse_manifest(&mtext) {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("ktap-summary: {e}");
+    let mut manifest = std::collections::BTreeMap::new();
+    for path in &manifests {
+        let Ok(mtext) = read(path) else {
+            return ExitCode::from(2);
+        };
+        let merged = ktap_summary::parse_manifest(&mtext)
+            .and_then(|m| ktap_summary::merge_manifest(&mut manifest, m));
+        if let Err(e) = merged {
+            eprintln!("ktap-summary: {path}: {e}");
             return ExitCode::from(2);
         }
-    };
+    }
     let s = ktap_summary::summarize(&ktap_summary::parse(&ltext), &manifest);
     for l in &s.lines {
         println!("{l}");

@@ -131,3 +131,12 @@ fn the_manifest_is_strict() {
     let m = parse_manifest("# c\n a 3 2 # note\n").unwrap();
     assert_eq!((m["a"].cases, m["a"].runs), (3, 2));
 }
+
+#[test]
+fn manifests_add_up() {
+    let mut m = parse_manifest("a 3\nb 2 2\n").unwrap();
+    ktap_summary::merge_manifest(&mut m, parse_manifest("b 2\nc 1\n").unwrap()).unwrap();
+    assert_eq!((m["a"].runs, m["b"].runs, m["c"].runs), (1, 3, 1));
+    // The same suite with another case count is an error, not a sum.
+    assert!(ktap_summary::merge_manifest(&mut m, parse_manifest("a 4\n").unwrap()).is_err());
+}

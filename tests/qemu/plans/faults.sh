@@ -45,7 +45,7 @@ client::Client::attach(users.push)              [|].*6Client6attach$
 client::Client::pin_raw(KBox<Mutex<Users>>)     ^[^|]*6Client7pin_raw[|]
 nv_p2p::NvP2p::pin(Arc<PinShared<PinUsers>>)    ^[^|]*9PinShared[^|]*8PinUsers
 nv_p2p::NvP2p::pin_persistent(Arc<PinShared>)   ^[^|]*9PinShared[^|]*10NoCallback
-peer_mem::acquire(KBox<Ctx>)                    ^[^|]*3Ctx
+peer_mem::acquire(KBox<Ctx>)                    ^[^|]*8peer_mem7acquire
 dma_map:begin_call/sg_entries(KVec<8-byte>)     ^[^|]*22nvidia_p2p_dma_mapping[^|]*7reserve[^|]*[|].*7dma_map$
 dma_map:sg_entries(len.push,KVec<u32>)          (^[^|]*3Vecm[^|]*7reserve[^|]*[|].*7dma_map$)|(10sg_entries$)
 nv_p2p::read_dma_mapping(with_capacity)         16read_dma_mapping$

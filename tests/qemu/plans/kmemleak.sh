@@ -63,6 +63,14 @@ kmemleak_after_all_unloaded() {
     check $KLS no_dma_api_errors equals "$dma_err_base" cat $DMAD/error_count
 }
 
+# After the fault-injection suite: kmemleak only (dma-debug may have disabled itself
+# when an injected failure hit its own bookkeeping).
+kmemleak_after_faults() {
+    kmemleak_scan
+    check $KLS nothing_leaked_after_faults kmemleak_empty
+    echo clear > $KL
+}
+
 dma_none_left() {
     n=$(dma_mappings)
     [ "$n" -le "$dma_base" ] && return 0
