@@ -556,6 +556,15 @@ struct race {
 	u64 old;		/* a hit counter before the race */
 };
 
+/* The environment of a race: a process owning 1 MiB that r->g frees. */
+static void race_begin(struct kunit *test, struct env *e, struct race *r)
+{
+	env_begin(test, e);
+	r->g.owner = e->p;
+	r->g.va = fake_nv_alloc(e->p, SZ_1M, true);
+	KUNIT_ASSERT_NE(test, r->g.va, 0);
+}
+
 /* Polls until a hit counter exceeds @old; false after 5 s. */
 static bool reached(u64 (*get)(int), int pt, u64 old)
 {
@@ -607,10 +616,7 @@ static void race_free_while_deregistration_is_in_put_pages(struct kunit *test)
 	struct env e;
 	u64 hits;
 
-	env_begin(test, &e);
-	r.g.owner = e.p;
-	r.g.va = fake_nv_alloc(e.p, SZ_1M, true);
-	KUNIT_ASSERT_NE(test, r.g.va, 0);
+	race_begin(test, &e, &r);
 	mr = reg(r.g.va, SZ_1M);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
 	hits = fake_nv_pause_hits(FAKE_NV_PAUSE_PUT_PAGES);
@@ -657,10 +663,7 @@ static void race_free_while_another_registration_is_in_dma_map(struct kunit *tes
 	struct env e;
 	u64 hits;
 
-	env_begin(test, &e);
-	r.g.owner = e.p;
-	r.g.va = fake_nv_alloc(e.p, SZ_1M, true);
-	KUNIT_ASSERT_NE(test, r.g.va, 0);
+	race_begin(test, &e, &r);
 	mr = reg(r.g.va, SZ_1M);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
 	hits = fake_nv_pause_hits(FAKE_NV_PAUSE_DMA_MAP);
@@ -702,10 +705,7 @@ static void race_free_between_acquire_and_get_pages(struct kunit *test)
 	struct env e;
 	u64 hits;
 
-	env_begin(test, &e);
-	r.g.owner = e.p;
-	r.g.va = fake_nv_alloc(e.p, SZ_1M, true);
-	KUNIT_ASSERT_NE(test, r.g.va, 0);
+	race_begin(test, &e, &r);
 	hits = fake_core_pause_hits(FAKE_CORE_PAUSE_AFTER_ACQUIRE);
 	fake_core_pause_arm(FAKE_CORE_PAUSE_AFTER_ACQUIRE);
 	KUNIT_ASSERT_EQ(test, job_start(&f), 0);
@@ -751,10 +751,7 @@ static void race_deregistration_while_callback_is_in_invalidate(struct kunit *te
 	struct env e;
 	u64 hits;
 
-	env_begin(test, &e);
-	r.g.owner = e.p;
-	r.g.va = fake_nv_alloc(e.p, SZ_1M, true);
-	KUNIT_ASSERT_NE(test, r.g.va, 0);
+	race_begin(test, &e, &r);
 	r.h.mr = reg(r.g.va, SZ_1M);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(r.h.mr));
 	hits = fake_core_pause_hits(FAKE_CORE_PAUSE_IN_INVALIDATE);
