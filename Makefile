@@ -17,6 +17,9 @@
 # any Rust-enabled kernel build tree works: make KDIR=/path/to/build
 
 ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+# rustup's cargo and cargo-installed bindgen, also for shells that did not read a
+# profile (CI).
+export PATH := $(PATH):$(HOME)/.cargo/bin
 # Where build outputs go (scripts building for another kernel variant pass their own).
 BUILD ?= $(ROOT)/build
 # Resolved lazily: only targets that need a kernel build it.
