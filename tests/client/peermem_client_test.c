@@ -157,19 +157,9 @@ static bool job_wait(struct job *j)
 	return wait_for_completion_timeout(&j->done, msecs_to_jiffies(20000)) != 0;
 }
 
-static void job_free(struct job *j)
-{
-	j->ret = fake_nv_free(j->owner, j->va);
-}
-
 static void job_reg(struct job *j)
 {
 	j->mr = reg(j->va, j->len);
-}
-
-static void job_dereg(struct job *j)
-{
-	fake_core_dereg_mr(j->mr);
 }
 
 /* ---- cases for every mode ------------------------------------------------ */
@@ -430,6 +420,18 @@ static void process_exits_after_deregistration(struct kunit *test)
 #if CALLBACK_PINS
 /* ---- callback mode ---------------------------------------------------------- */
 
+/* Jobs of the races: the owner frees its allocation (the free callback runs), a
+ * registration is deregistered. */
+static void job_free(struct job *j)
+{
+	j->ret = fake_nv_free(j->owner, j->va);
+}
+
+static void job_dereg(struct job *j)
+{
+	fake_core_dereg_mr(j->mr);
+}
+
 static void covered_registration_reuses_the_pin(struct kunit *test)
 {
 	struct fake_nv_counters c;
@@ -590,14 +592,25 @@ static int finish(struct job *j, int ret)
 	return ret;
 }
 
+/* Starts the free (r->g) once a pause point is reached: @parked is its wait's result. */
+static int free_when_parked(int parked, struct race *r)
+{
+	return parked ? parked : job_start(&r->g);
+}
+
+/* The end of a race's orchestration @f: it and the free (r->g) succeeded. */
+static void race_joined(struct kunit *test, struct job *f, struct race *r)
+{
+	KUNIT_ASSERT_TRUE(test, job_wait(f));
+	KUNIT_EXPECT_EQ(test, f->ret, 0);
+	KUNIT_EXPECT_EQ(test, r->g.ret, 0);
+}
+
 static void orch_free_in_put_pages(struct job *j)
 {
 	struct race *r = j->ctx;
-	int ret;
+	int ret = free_when_parked(fake_nv_pause_wait(FAKE_NV_PAUSE_PUT_PAGES, 5000), r);
 
-	ret = fake_nv_pause_wait(FAKE_NV_PAUSE_PUT_PAGES, 5000);
-	if (!ret)
-		ret = job_start(&r->g);
 	msleep(50);	/* the free now waits for the driver lock put_pages holds */
 	fake_nv_pause_release(FAKE_NV_PAUSE_PUT_PAGES);
 	j->ret = finish(&r->g, ret);
@@ -623,9 +636,7 @@ static void race_free_while_deregistration_is_in_put_pages(struct kunit *test)
 	fake_nv_pause_arm(FAKE_NV_PAUSE_PUT_PAGES);
 	KUNIT_ASSERT_EQ(test, job_start(&f), 0);
 	fake_core_dereg_mr(mr);		/* parks in put_pages until f releases it */
-	KUNIT_ASSERT_TRUE(test, job_wait(&f));
-	KUNIT_EXPECT_EQ(test, f.ret, 0);
-	KUNIT_EXPECT_EQ(test, r.g.ret, 0);
+	race_joined(test, &f, &r);
 	KUNIT_EXPECT_EQ(test, fake_nv_pause_hits(FAKE_NV_PAUSE_PUT_PAGES), hits + 1);
 	fake_nv_get_counters(&c);
 	KUNIT_EXPECT_EQ(test, c.callbacks_run, e.nv0.callbacks_run);
@@ -635,11 +646,8 @@ static void race_free_while_deregistration_is_in_put_pages(struct kunit *test)
 static void orch_free_in_dma_map(struct job *j)
 {
 	struct race *r = j->ctx;
-	int ret;
+	int ret = free_when_parked(fake_nv_pause_wait(FAKE_NV_PAUSE_DMA_MAP, 5000), r);
 
-	ret = fake_nv_pause_wait(FAKE_NV_PAUSE_DMA_MAP, 5000);
-	if (!ret)
-		ret = job_start(&r->g);
 	/* The free callback starts and blocks invalidating the registration whose
 	 * dma_map is in flight (the core holds its mapping lock). */
 	if (!ret && !reached(nv_hits, FAKE_NV_PAUSE_CB_BEFORE_CLIENT, r->old))
@@ -671,8 +679,7 @@ static void race_free_while_another_registration_is_in_dma_map(struct kunit *tes
 	fake_nv_pause_arm(FAKE_NV_PAUSE_DMA_MAP);
 	KUNIT_ASSERT_EQ(test, job_start(&f), 0);
 	mr2 = reg(r.g.va + P64K, P64K);	/* shares the pin; parks in dma_map */
-	KUNIT_ASSERT_TRUE(test, job_wait(&f));
-	KUNIT_EXPECT_EQ(test, f.ret, 0);
+	race_joined(test, &f, &r);
 	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(mr2), -EFAULT);
 	if (!IS_ERR(mr2))
 		fake_core_dereg_mr(mr2);
@@ -685,11 +692,8 @@ static void race_free_while_another_registration_is_in_dma_map(struct kunit *tes
 static void orch_free_after_acquire(struct job *j)
 {
 	struct race *r = j->ctx;
-	int ret;
+	int ret = free_when_parked(fake_core_pause_wait(FAKE_CORE_PAUSE_AFTER_ACQUIRE, 5000), r);
 
-	ret = fake_core_pause_wait(FAKE_CORE_PAUSE_AFTER_ACQUIRE, 5000);
-	if (!ret)
-		ret = job_start(&r->g);
 	ret = finish(&r->g, ret);
 	fake_core_pause_release(FAKE_CORE_PAUSE_AFTER_ACQUIRE);
 	j->ret = ret;
@@ -710,9 +714,7 @@ static void race_free_between_acquire_and_get_pages(struct kunit *test)
 	fake_core_pause_arm(FAKE_CORE_PAUSE_AFTER_ACQUIRE);
 	KUNIT_ASSERT_EQ(test, job_start(&f), 0);
 	mr = reg(r.g.va, SZ_1M);	/* parks after acquire until the free is done */
-	KUNIT_ASSERT_TRUE(test, job_wait(&f));
-	KUNIT_EXPECT_EQ(test, f.ret, 0);
-	KUNIT_EXPECT_EQ(test, r.g.ret, 0);
+	race_joined(test, &f, &r);
 	/* get_pages found the pin dead: the registration fails cleanly. */
 	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(mr), -EFAULT);
 	if (!IS_ERR(mr))
@@ -757,9 +759,7 @@ static void race_deregistration_while_callback_is_in_invalidate(struct kunit *te
 	hits = fake_core_pause_hits(FAKE_CORE_PAUSE_IN_INVALIDATE);
 	fake_core_pause_arm(FAKE_CORE_PAUSE_IN_INVALIDATE);
 	KUNIT_ASSERT_EQ(test, job_start(&f), 0);
-	KUNIT_ASSERT_TRUE(test, job_wait(&f));
-	KUNIT_EXPECT_EQ(test, f.ret, 0);
-	KUNIT_EXPECT_EQ(test, r.g.ret, 0);
+	race_joined(test, &f, &r);
 	KUNIT_EXPECT_EQ(test, fake_core_pause_hits(FAKE_CORE_PAUSE_IN_INVALIDATE), hits + 1);
 	env_end(&e);
 }

@@ -131,17 +131,26 @@ static bool on_nc(struct fake_mr *mr, struct outcome *o)
 
 /* ---- scenarios (run armed; no KUNIT_* inside) ------------------------------- */
 
+/* GPU memory for a scenario; 0 (the run counted as setup_failed) if the injected
+ * failure hit the fake's own allocation. */
+static u64 scenario_alloc(struct fake_nv_proc *p, u64 size, struct outcome *o)
+{
+	u64 va = fake_nv_alloc(p, size, true);
+
+	if (!va)
+		o->setup_failed = true;
+	return va;
+}
+
 /* A registration, its DMA mapping, invalidation by cuMemFree, deregistration. */
 static void sc_reg_map_free_dereg(struct fake_nv_proc *p, struct outcome *o)
 {
 	struct fake_mr *mr;
 	u64 va;
 
-	va = fake_nv_alloc(p, SZ_1M, true);
-	if (!va) {
-		o->setup_failed = true;
+	va = scenario_alloc(p, SZ_1M, o);
+	if (!va)
 		return;
-	}
 	/* Unaligned, three 64 KiB pages and a bit: several SG entries' worth. */
 	mr = reg_on(va + 100, 3 * P64K, true);
 	o->err[0] = mr_err(mr);
@@ -162,11 +171,9 @@ static void sc_covered_reregistration(struct fake_nv_proc *p, struct outcome *o)
 	struct fake_mr *big, *small = ERR_PTR(-ENOENT);
 	u64 va;
 
-	va = fake_nv_alloc(p, SZ_2M, true);
-	if (!va) {
-		o->setup_failed = true;
+	va = scenario_alloc(p, SZ_2M, o);
+	if (!va)
 		return;
-	}
 	big = reg_on(va, SZ_2M, true);
 	o->err[0] = mr_err(big);
 	if (!IS_ERR(big)) {
@@ -193,11 +200,9 @@ static void sc_persistent_nc(struct fake_nv_proc *p, struct outcome *o)
 	struct fake_mr *mr;
 	u64 va;
 
-	va = fake_nv_alloc(p, SZ_1M, true);
-	if (!va) {
-		o->setup_failed = true;
+	va = scenario_alloc(p, SZ_1M, o);
+	if (!va)
 		return;
-	}
 	mr = reg_on(va + P64K, 2 * P64K + 1, false);
 	o->err[0] = mr_err(mr);
 	if (!IS_ERR(mr) && !fake_core_mr_dma_addr(mr, 0))

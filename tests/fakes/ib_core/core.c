@@ -330,6 +330,22 @@ static int mr_check_and_trim(struct fake_mr *mr)
 	return 0;
 }
 
+/* The end of every registration, failed or deregistered: the client's release
+ * (exactly once), the client reference, the list, the core's reference. */
+static void mr_release(struct fake_mr *mr)
+{
+	struct fake_client *c = mr->client;
+
+	STAT_INC(c, releases);
+	c->ops->release(mr->ctx);
+	client_put(c);
+	memset(&mr->sgt, 0, sizeof(mr->sgt));
+	spin_lock(&mrs_lock);
+	list_del(&mr->node);
+	spin_unlock(&mrs_lock);
+	kref_put(&mr->kref, mr_free);
+}
+
 struct fake_mr *fake_core_reg_mr(u64 addr, u64 len, const struct fake_reg_opts *opts)
 {
 	static const struct fake_reg_opts defaults = {
@@ -476,14 +492,7 @@ err_unlock_release:
 	mr_unlock(mr);
 err_release:
 	mr->state = MR_DEAD;
-	STAT_INC(c, releases);
-	c->ops->release(mr->ctx);
-	client_put(c);
-	memset(&mr->sgt, 0, sizeof(mr->sgt));
-	spin_lock(&mrs_lock);
-	list_del(&mr->node);
-	spin_unlock(&mrs_lock);
-	kref_put(&mr->kref, mr_free);
+	mr_release(mr);
 	return ERR_PTR(ret);
 }
 EXPORT_SYMBOL_GPL(fake_core_reg_mr);
@@ -523,19 +532,11 @@ void fake_core_dereg_mr(struct fake_mr *mr)
 		mr_count_dereg(mr);
 	}
 
-	STAT_INC(c, releases);
-	c->ops->release(mr->ctx);
 	spin_lock(&stats_lock);
 	c->stats.num_dealloc_mrs++;
 	counters.mrs_live--;
 	spin_unlock(&stats_lock);
-	client_put(c);
-	memset(&mr->sgt, 0, sizeof(mr->sgt));
-
-	spin_lock(&mrs_lock);
-	list_del(&mr->node);
-	spin_unlock(&mrs_lock);
-	kref_put(&mr->kref, mr_free);
+	mr_release(mr);
 }
 EXPORT_SYMBOL_GPL(fake_core_dereg_mr);
 

@@ -358,38 +358,31 @@ static void charge_us(u32 us)
 /* ------------------------------------------------------------------------- */
 /* Registry */
 
+/* The entry of HASH (pins or mappings) whose FIELD is KEY, or NULL. */
+#define find_registered(hash, type, field, key)				\
+({									\
+	type *__e, *__found = NULL;					\
+									\
+	if (key) {							\
+		spin_lock(&reg_lock);					\
+		hash_for_each_possible(hash, __e, hnode, (unsigned long)(key)) \
+			if (__e->field == (key)) {			\
+				__found = __e;				\
+				break;					\
+			}						\
+		spin_unlock(&reg_lock);					\
+	}								\
+	__found;							\
+})
+
 static struct fnv_pin *find_pin(const void *table)
 {
-	struct fnv_pin *pin;
-
-	if (!table)
-		return NULL;
-	spin_lock(&reg_lock);
-	hash_for_each_possible(pin_hash, pin, hnode, (unsigned long)table) {
-		if (pin->table == table) {
-			spin_unlock(&reg_lock);
-			return pin;
-		}
-	}
-	spin_unlock(&reg_lock);
-	return NULL;
+	return find_registered(pin_hash, struct fnv_pin, table, table);
 }
 
 static struct fnv_map *find_map(const void *m)
 {
-	struct fnv_map *map;
-
-	if (!m)
-		return NULL;
-	spin_lock(&reg_lock);
-	hash_for_each_possible(map_hash, map, hnode, (unsigned long)m) {
-		if (map->m == m) {
-			spin_unlock(&reg_lock);
-			return map;
-		}
-	}
-	spin_unlock(&reg_lock);
-	return NULL;
+	return find_registered(map_hash, struct fnv_map, m, m);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -1109,17 +1102,20 @@ EXPORT_SYMBOL_GPL(fake_nv_free);
 #ifndef FAKE_NV_PROPRIETARY
 MODULE_IMPORT_NS("EXPORTED_FOR_KUNIT_TESTING");	/* mm_alloc */
 
-struct fake_nv_proc *fake_nv_proc_create(void)
+/* A process on @mm (a reference the caller took, kept by the process), owned by the
+ * current tgid, listed; NULL without memory (the reference is then dropped). */
+static struct fake_nv_proc *proc_new(struct mm_struct *mm)
 {
-	struct fake_nv_proc *p = kzalloc_obj(*p, GFP_KERNEL);
+	struct fake_nv_proc *p;
 
-	if (!p)
+	if (!mm)
 		return NULL;
-	p->mm = mm_alloc();
-	if (!p->mm) {
-		kfree(p);
+	p = kzalloc_obj(*p, GFP_KERNEL);
+	if (!p) {
+		mmput(mm);
 		return NULL;
 	}
+	p->mm = mm;
 	p->tgid = current->tgid;
 	p->next_va = FNV_VA_BASE;
 	INIT_LIST_HEAD(&p->allocs);
@@ -1127,6 +1123,11 @@ struct fake_nv_proc *fake_nv_proc_create(void)
 	list_add_tail(&p->node, &procs);
 	fnv_unlock(&drv_lock);
 	return p;
+}
+
+struct fake_nv_proc *fake_nv_proc_create(void)
+{
+	return proc_new(mm_alloc());
 }
 
 void fake_nv_proc_enter(struct fake_nv_proc *p)
@@ -1270,18 +1271,8 @@ static struct fake_nv_proc *ctl_proc(bool create)
 	fnv_unlock(&drv_lock);
 	if (!create)
 		return NULL;
-	p = kzalloc_obj(*p, GFP_KERNEL);
-	if (!p)
-		return NULL;
 	mmget(current->mm);
-	p->mm = current->mm;
-	p->tgid = current->tgid;
-	p->next_va = FNV_VA_BASE;
-	INIT_LIST_HEAD(&p->allocs);
-	fnv_lock(&drv_lock);
-	list_add_tail(&p->node, &procs);
-	fnv_unlock(&drv_lock);
-	return p;
+	return proc_new(current->mm);
 }
 
 static ssize_t control_read(struct file *f, char __user *ubuf, size_t n, loff_t *pos)

@@ -298,6 +298,38 @@ static void expect_clean(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, c.bar1_bytes_in_use, 0);
 }
 
+/* A process whose buffer is pinned with a callback and mapped for the HCA: how the
+ * tests of the rules on mappings start. The test ends the process itself
+ * (endproc: the exit is often the event under test), then calls mapped_end. */
+struct mapped {
+	struct fake_nv_proc *p;
+	struct cbrec *r;
+	struct nvidia_p2p_page_table *t;
+	struct nvidia_p2p_dma_mapping *m;
+	struct pci_dev *dev;
+	u64 va;
+};
+
+static void mapped_start(struct kunit *test, struct mapped *x, u64 len)
+{
+	x->p = newproc(test);
+	x->r = newrec(test);
+	KUNIT_ASSERT_NOT_NULL(test, x->r);
+	x->dev = hca(test);
+	KUNIT_ASSERT_NOT_NULL(test, x->dev);
+	x->va = fake_nv_alloc(x->p, len, true);
+	KUNIT_ASSERT_NE(test, x->va, 0);
+	KUNIT_EXPECT_EQ(test, pin_cb(x->va, len, &x->t, x->r), 0);
+	KUNIT_EXPECT_EQ(test, nvidia_p2p_dma_map_pages(x->dev, x->t, &x->m), 0);
+}
+
+/* After endproc: nothing may be left. */
+static void mapped_end(struct kunit *test, struct mapped *x)
+{
+	pci_dev_put(x->dev);
+	expect_clean(test);
+}
+
 /* ---- tests --------------------------------------------------------------- */
 
 static void t_alignment(struct kunit *test)
@@ -732,30 +764,24 @@ static void t_dma_mask_refused(struct kunit *test)
 
 static void t_unmap_wrong_peer(struct kunit *test)
 {
-	struct fake_nv_proc *p = newproc(test);
-	struct cbrec *r = newrec(test);
-	struct nvidia_p2p_page_table *t;
-	struct nvidia_p2p_dma_mapping *m;
-	struct pci_dev *dev = hca(test), *other = testdev(1);
-	u64 va = fake_nv_alloc(p, P64K, true);
+	struct pci_dev *other = testdev(1);
+	struct mapped x;
 
 	KUNIT_ASSERT_NOT_NULL(test, other);
-	KUNIT_EXPECT_EQ(test, pin_cb(va, P64K, &t, r), 0);
-	KUNIT_EXPECT_EQ(test, nvidia_p2p_dma_map_pages(dev, t, &m), 0);
-	KUNIT_EXPECT_EQ(test, nvidia_p2p_dma_unmap_pages(other, t, m), -EINVAL);
+	mapped_start(test, &x, P64K);
+	KUNIT_EXPECT_EQ(test, nvidia_p2p_dma_unmap_pages(other, x.t, x.m), -EINVAL);
+	pci_dev_put(other);
 	KUNIT_EXPECT_EQ(test, DV(test, FAKE_NV_V_UNMAP_WRONG_PEER), 1);
 	KUNIT_EXPECT_EQ(test, D(test, violations_total), 1);
 	KUNIT_EXPECT_EQ(test, NOW(dma_mappings_live), 1);	/* untouched */
-	KUNIT_EXPECT_EQ(test, nvidia_p2p_dma_unmap_pages(dev, t, m), 0);
+	KUNIT_EXPECT_EQ(test, nvidia_p2p_dma_unmap_pages(x.dev, x.t, x.m), 0);
 	/* a second unmap of the same mapping */
-	KUNIT_EXPECT_EQ(test, nvidia_p2p_dma_unmap_pages(dev, t, m), -EINVAL);
+	KUNIT_EXPECT_EQ(test, nvidia_p2p_dma_unmap_pages(x.dev, x.t, x.m), -EINVAL);
 	KUNIT_EXPECT_EQ(test, DV(test, FAKE_NV_V_DOUBLE_UNMAP), 1);
-	KUNIT_EXPECT_EQ(test, nvidia_p2p_put_pages(0, 0, va, t), 0);
+	KUNIT_EXPECT_EQ(test, nvidia_p2p_put_pages(0, 0, x.va, x.t), 0);
 	KUNIT_EXPECT_EQ(test, D(test, violations_total), 2);
-	endproc(test, p, true);
-	pci_dev_put(dev);
-	pci_dev_put(other);
-	expect_clean(test);
+	endproc(test, x.p, true);
+	mapped_end(test, &x);
 }
 
 static void t_double_put(struct kunit *test)
@@ -804,55 +830,41 @@ static void t_unknown_table(struct kunit *test)
 
 static void t_exit_put_first(struct kunit *test)
 {
-	struct fake_nv_proc *p = newproc(test);
-	struct cbrec *r = newrec(test);
-	struct nvidia_p2p_page_table *t;
-	struct nvidia_p2p_dma_mapping *m;
-	struct pci_dev *dev = hca(test);
-	u64 va = fake_nv_alloc(p, 2 * P64K, true);
+	struct mapped x;
 
-	KUNIT_EXPECT_EQ(test, pin_cb(va, 2 * P64K, &t, r), 0);
-	KUNIT_EXPECT_EQ(test, nvidia_p2p_dma_map_pages(dev, t, &m), 0);
-	KUNIT_EXPECT_EQ(test, nvidia_p2p_dma_unmap_pages(dev, t, m), 0);
-	KUNIT_EXPECT_EQ(test, nvidia_p2p_put_pages(0, 0, va, t), 0);
-	endproc(test, p, true);
-	KUNIT_EXPECT_EQ(test, r->calls, 0);
+	mapped_start(test, &x, 2 * P64K);
+	KUNIT_EXPECT_EQ(test, nvidia_p2p_dma_unmap_pages(x.dev, x.t, x.m), 0);
+	KUNIT_EXPECT_EQ(test, nvidia_p2p_put_pages(0, 0, x.va, x.t), 0);
+	endproc(test, x.p, true);
+	KUNIT_EXPECT_EQ(test, x.r->calls, 0);
 	KUNIT_EXPECT_EQ(test, D(test, callbacks_run), 0);
 	KUNIT_EXPECT_EQ(test, D(test, violations_total), 0);
-	pci_dev_put(dev);
-	expect_clean(test);
+	mapped_end(test, &x);
 }
 
 static void t_exit_before_put(struct kunit *test)
 {
-	struct fake_nv_proc *p = newproc(test);
-	struct cbrec *r = newrec(test);
-	struct nvidia_p2p_page_table *t;
-	struct nvidia_p2p_dma_mapping *m;
-	struct pci_dev *dev = hca(test);
-	u64 va = fake_nv_alloc(p, 2 * P64K, true);
+	struct mapped x;
 
-	KUNIT_EXPECT_EQ(test, pin_cb(va, 2 * P64K, &t, r), 0);
-	KUNIT_EXPECT_EQ(test, nvidia_p2p_dma_map_pages(dev, t, &m), 0);
-	r->do_frees = true;	/* allowed inside the callback */
-	r->map = m;
-	r->table = t;
-	endproc(test, p, true);	/* process exit: the callback runs, the driver unmaps */
-	KUNIT_EXPECT_EQ(test, r->calls, 1);
-	KUNIT_EXPECT_TRUE(test, r->lock_held);
-	KUNIT_EXPECT_EQ(test, r->free_map_ret, 0);
-	KUNIT_EXPECT_EQ(test, r->free_table_ret, 0);
+	mapped_start(test, &x, 2 * P64K);
+	x.r->do_frees = true;	/* allowed inside the callback */
+	x.r->map = x.m;
+	x.r->table = x.t;
+	endproc(test, x.p, true);	/* process exit: the callback runs, the driver unmaps */
+	KUNIT_EXPECT_EQ(test, x.r->calls, 1);
+	KUNIT_EXPECT_TRUE(test, x.r->lock_held);
+	KUNIT_EXPECT_EQ(test, x.r->free_map_ret, 0);
+	KUNIT_EXPECT_EQ(test, x.r->free_table_ret, 0);
 	KUNIT_EXPECT_EQ(test, NOW(dma_mappings_live), 0);
 	KUNIT_EXPECT_EQ(test, NOW(pins_live), 0);
 	KUNIT_EXPECT_EQ(test, D(test, violations_total), 0);
 	/* the client's late unmap is a use-after-free: caught, nothing touched */
-	KUNIT_EXPECT_EQ(test, nvidia_p2p_dma_unmap_pages(dev, t, m), -EINVAL);
+	KUNIT_EXPECT_EQ(test, nvidia_p2p_dma_unmap_pages(x.dev, x.t, x.m), -EINVAL);
 	KUNIT_EXPECT_EQ(test, DV(test, FAKE_NV_V_UNMAP_AFTER_FREE), 1);
-	KUNIT_EXPECT_EQ(test, nvidia_p2p_dma_map_pages(dev, t, &m), -EINVAL);
+	KUNIT_EXPECT_EQ(test, nvidia_p2p_dma_map_pages(x.dev, x.t, &x.m), -EINVAL);
 	KUNIT_EXPECT_EQ(test, DV(test, FAKE_NV_V_MAP_AFTER_FREE), 1);
 	KUNIT_EXPECT_EQ(test, D(test, violations_total), 2);
-	pci_dev_put(dev);
-	expect_clean(test);
+	mapped_end(test, &x);
 }
 
 static void t_wrong_put_kind(struct kunit *test)
@@ -903,52 +915,38 @@ static void t_put_wrong_process(struct kunit *test)
 
 static void t_unmapped_at_put(struct kunit *test)
 {
-	struct fake_nv_proc *p = newproc(test);
-	struct cbrec *r = newrec(test);
-	struct nvidia_p2p_page_table *t;
-	struct nvidia_p2p_dma_mapping *m;
-	struct pci_dev *dev = hca(test);
-	u64 va = fake_nv_alloc(p, P64K, true);
+	struct mapped x;
 
-	KUNIT_EXPECT_EQ(test, pin_cb(va, P64K, &t, r), 0);
-	KUNIT_EXPECT_EQ(test, nvidia_p2p_dma_map_pages(dev, t, &m), 0);
-	KUNIT_EXPECT_EQ(test, nvidia_p2p_put_pages(0, 0, va, t), 0);
+	mapped_start(test, &x, P64K);
+	KUNIT_EXPECT_EQ(test, nvidia_p2p_put_pages(0, 0, x.va, x.t), 0);
 	KUNIT_EXPECT_EQ(test, DV(test, FAKE_NV_V_UNMAPPED_AT_PUT), 1);
 	KUNIT_EXPECT_EQ(test, NOW(dma_mappings_live), 0);	/* the driver unmapped */
-	KUNIT_EXPECT_EQ(test, nvidia_p2p_dma_unmap_pages(dev, t, m), -EINVAL);
+	KUNIT_EXPECT_EQ(test, nvidia_p2p_dma_unmap_pages(x.dev, x.t, x.m), -EINVAL);
 	KUNIT_EXPECT_EQ(test, DV(test, FAKE_NV_V_UNMAP_AFTER_FREE), 1);
 	KUNIT_EXPECT_EQ(test, D(test, violations_total), 2);
-	endproc(test, p, true);
-	pci_dev_put(dev);
-	expect_clean(test);
+	endproc(test, x.p, true);
+	mapped_end(test, &x);
 }
 
 static void t_calls_in_callback(struct kunit *test)
 {
-	struct fake_nv_proc *p = newproc(test);
-	struct cbrec *r = newrec(test);
-	struct nvidia_p2p_page_table *t;
-	struct nvidia_p2p_dma_mapping *m;
-	struct pci_dev *dev = hca(test);
-	u64 va = fake_nv_alloc(p, P64K, true);
+	struct mapped x;
 
-	KUNIT_EXPECT_EQ(test, pin_cb(va, P64K, &t, r), 0);
-	KUNIT_EXPECT_EQ(test, nvidia_p2p_dma_map_pages(dev, t, &m), 0);
-	r->table = t;
-	r->map = m;
-	r->peer = dev;
-	r->do_put = true;
-	r->do_unmap = true;
-	KUNIT_EXPECT_EQ(test, fake_nv_free(p, va), 0);
-	KUNIT_EXPECT_EQ(test, r->calls, 1);
-	KUNIT_EXPECT_EQ(test, r->put_ret, -EINVAL);
-	KUNIT_EXPECT_EQ(test, r->unmap_ret, -EINVAL);
+	mapped_start(test, &x, P64K);
+	x.r->table = x.t;
+	x.r->map = x.m;
+	x.r->peer = x.dev;
+	x.r->do_put = true;
+	x.r->do_unmap = true;
+	KUNIT_EXPECT_EQ(test, fake_nv_free(x.p, x.va), 0);
+	KUNIT_EXPECT_EQ(test, x.r->calls, 1);
+	KUNIT_EXPECT_EQ(test, x.r->put_ret, -EINVAL);
+	KUNIT_EXPECT_EQ(test, x.r->unmap_ret, -EINVAL);
 	KUNIT_EXPECT_EQ(test, DV(test, FAKE_NV_V_PUT_IN_CALLBACK), 1);
 	KUNIT_EXPECT_EQ(test, DV(test, FAKE_NV_V_UNMAP_IN_CALLBACK), 1);
 	KUNIT_EXPECT_EQ(test, D(test, violations_total), 2);
-	endproc(test, p, true);
-	pci_dev_put(dev);
-	expect_clean(test);
+	endproc(test, x.p, true);
+	mapped_end(test, &x);
 }
 
 static void t_in_flight_at_free(struct kunit *test)
