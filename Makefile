@@ -6,8 +6,9 @@
 #   make dropin     build build/nvidia-peermem/nvidia-peermem.ko (same module, named
 #                   nvidia_peermem for applications that look for it)
 #   make run        set up, build, boot the dev VM and show the module working
-#   make test       set up, build, run every test; ends with "N passed, N failed"
-#   make test-debug the VM tests on the debug kernel (KASAN, kmemleak, ...; docs/debug-kernel.md)
+#   make test       set up, build, run every test (dev VM, then debug VM; PEERMEM_TEST_DEBUG=0
+#                   skips the latter); ends with "N passed, N failed"
+#   make test-debug only the debug-VM part of make test (KASAN, kmemleak, ...; docs/debug-kernel.md)
 #   make bench      benchmark against nvidia-peermem's pinning strategy (docs/bench)
 #   make check      rustfmt and clippy with the kernel's settings
 #   make fmt        format the module (kernel settings) and the host workspace
