@@ -151,6 +151,17 @@ fn inner(area: Rect) -> Rect {
     }
 }
 
+/// Marks an empty chart inside its plot rectangle `r`.
+fn not_measured(c: &mut Canvas, r: Rect) {
+    c.text_centered(
+        (r.x0 + r.x1) / 2,
+        (r.y0 + r.y1) / 2,
+        "not measured",
+        1,
+        DARK,
+    );
+}
+
 /// Frame, grid, y ticks, panel title and y label; returns the inner rectangle.
 fn axes(c: &mut Canvas, area: Rect, title: &str, ylabel: &str, scale: Scale) -> Rect {
     let r = inner(area);
@@ -185,13 +196,7 @@ pub fn bar_panel(
 ) {
     let r = axes(c, area, title, ylabel, scale);
     if categories.is_empty() {
-        c.text_centered(
-            (r.x0 + r.x1) / 2,
-            (r.y0 + r.y1) / 2,
-            "not measured",
-            1,
-            DARK,
-        );
+        not_measured(c, r);
         return;
     }
     let group_w = (r.x1 - r.x0) / categories.len() as i64;
@@ -248,13 +253,7 @@ pub fn line_panel(
     let r = axes(c, area, title, ylabel, scale);
     c.text_centered((r.x0 + r.x1) / 2, r.y1 + 24, xlabel, 1, DARK);
     if xs.is_empty() {
-        c.text_centered(
-            (r.x0 + r.x1) / 2,
-            (r.y0 + r.y1) / 2,
-            "not measured",
-            1,
-            DARK,
-        );
+        not_measured(c, r);
         return;
     }
     let lo = xs
