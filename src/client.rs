@@ -18,9 +18,9 @@ use kernel::{
 };
 
 use crate::{
-    glue,
-    nv_p2p::{DmaMapping, FreeHandler, GpuPin, NoCallback, NvP2p},
-    peer_mem::{ClientKind, DmaDevice, Invalidator, PeerClient, SgHead},
+    glue::ModuleRef,
+    nv_p2p::{DmaMapping, FreeHandler, GpuPin, NoCallback, NvP2p, PinError},
+    peer_mem::{ClientKind, DmaDevice, Invalidator, PeerClient, SgHead, SgList},
     range::{GpuRange, GPU_PAGE_SIZE},
     registry::{Entry, Mode, PinKey, Registry, SpaceId},
     stats::{Refusal, Stats},
@@ -206,6 +206,9 @@ struct ClientShared {
 #[pin_data]
 pub(crate) struct User {
     client: Arc<ClientShared>,
+    /// Every live registration holds the module: rmmod fails with "in use" instead
+    /// of blocking in the core's unregistration (abi.md 3).
+    _module: ModuleRef,
     addr: u64,
     len: u64,
     range: GpuRange,
@@ -221,10 +224,16 @@ pub(crate) struct User {
 struct UserState {
     pin: Option<Arc<SharedPin>>,
     mapping: Option<Mapping>,
-    sg: Option<SgHead>,
+    /// The core's table and the SG list installed in it: freed from this record,
+    /// since the core zeroes its table after an invalidation (abi.md 2.5).
+    sg: Option<(SgHead, SgList)>,
 }
 
 /// Held around an invalidation and around release, so that the two never overlap.
+///
+/// Never taken by `dma_unmap`/`put_pages`: the core may call those under a region's
+/// mapping lock (after a failed `dma_map`, with the region still findable), while an
+/// invalidation holding the gate waits for that lock (abi.md 2.5).
 struct Gate {
     released: bool,
     invalidated: bool,
@@ -242,6 +251,7 @@ impl User {
         Arc::pin_init(
             pin_init!(User {
                 client: client.clone(),
+                _module: ModuleRef::new(),
                 addr,
                 len,
                 range,
@@ -283,10 +293,24 @@ impl User {
             // frees the DMA mapping itself once the callback returns. The SG list
             // stays until dma_unmap, put_pages or release: when deregistration won
             // the race, the core still restores its trimmed entries and unmaps.
+            // Taken under the state lock, so that exactly one of this and the core's
+            // dma_unmap drops it.
             let mapping = self.state.lock().mapping.take();
             drop(mapping);
         }
         drop(gate);
+    }
+
+    /// Frees an SG list this registration built.
+    fn free_sg(&self, sg: Option<(SgHead, SgList)>) {
+        if let Some((mut head, list)) = sg {
+            head.uninstall(&list);
+            drop(list);
+            self.client
+                .stats
+                .sg_lists_now
+                .fetch_sub(1, Ordering::Relaxed);
+        }
     }
 
     /// Drops the DMA mapping and frees the SG list.
@@ -296,9 +320,7 @@ impl User {
             (st.mapping.take(), st.sg.take())
         };
         drop(mapping);
-        if let Some(sg) = sg {
-            sg.clear();
-        }
+        self.free_sg(sg);
     }
 }
 
@@ -338,7 +360,7 @@ impl Client {
     }
 
     /// Pins `range` in the client's mode.
-    fn pin_raw(&self, range: GpuRange) -> Result<PinHandle> {
+    fn pin_raw(&self, range: GpuRange) -> Result<PinHandle, PinError> {
         let c = &self.shared;
         Ok(match c.mode {
             Mode::Callback => {
@@ -354,7 +376,8 @@ impl Client {
                             "peermem_pin_users"
                         ),
                         GFP_KERNEL,
-                    )?,
+                    )
+                    .map_err(|_| PinError::NoMemory)?,
                 };
                 PinHandle::Callback(c.nv.pin(range, users)?)
             }
@@ -363,7 +386,12 @@ impl Client {
     }
 
     /// Pins `range` anew for `space` and links the pin.
-    fn pin(&self, space: SpaceId, mm: ARef<Mm>, range: GpuRange) -> Result<Arc<SharedPin>> {
+    fn pin(
+        &self,
+        space: SpaceId,
+        mm: ARef<Mm>,
+        range: GpuRange,
+    ) -> Result<Arc<SharedPin>, PinError> {
         let c = &self.shared;
         let handle = self.pin_raw(range)?;
         c.stats.pinned(range.len());
@@ -376,8 +404,12 @@ impl Client {
                 stats: c.stats.clone(),
             },
             GFP_KERNEL,
-        )?;
-        let key = c.pins.insert(space, c.mode, pin.clone())?;
+        )
+        .map_err(|_| PinError::NoMemory)?;
+        let key = c
+            .pins
+            .insert(space, c.mode, pin.clone())
+            .map_err(|_| PinError::NoMemory)?;
         pin.key.populate(key);
         if let Some(u) = pin.users() {
             u.key.populate(key);
@@ -391,13 +423,15 @@ impl Client {
 
     /// Adds `user` to the users of `pin` (with room for the free callback); `EFAULT`
     /// if the pin's memory is being freed.
-    fn attach(pin: &SharedPin, user: &Arc<User>) -> Result {
+    fn attach(pin: &SharedPin, user: &Arc<User>) -> Result<(), PinError> {
         if let Some(u) = pin.users() {
             let mut u = u.users.lock();
             if u.dead {
-                return Err(EFAULT);
+                return Err(PinError::Freed);
             }
-            u.list.push(user.clone(), GFP_KERNEL)?;
+            u.list
+                .push(user.clone(), GFP_KERNEL)
+                .map_err(|_| PinError::NoMemory)?;
         }
         Ok(())
     }
@@ -421,28 +455,33 @@ impl Client {
         }
     }
 
-    /// What a pin error means for a registration in acquire: `None` for "not this
-    /// process's GPU memory", else the user that reports the error from get_pages.
+    /// What a failed pin means for a registration in acquire (the refusal rules,
+    /// docs/refusals.md): `None` passes the range to the next client, `Some` claims it
+    /// with a user whose `get_pages` reports the error to the application.
     fn pin_failed(
         &self,
         addr: u64,
         len: u64,
         range: GpuRange,
-        e: Error,
+        e: PinError,
     ) -> Result<Option<Arc<User>>> {
         let c = &self.shared;
-        if e == EINVAL {
-            // The driver's "not a pinnable range of this process": not ours.
+        if e == PinError::Driver(EINVAL) {
+            // The driver's "not a pinnable range of this process": not ours, and not
+            // a refusal.
             return Ok(None);
         }
-        // GPU memory whose pin failed: claim it, so that get_pages reports the real
-        // cause instead of the core's EFAULT.
-        c.stats.refuse(Refusal::of_pin_error(e), addr, len, e);
-        Ok(Some(User::new(c, addr, len, range, None, Some(e))?))
+        let why = Refusal::of_pin_error(e);
+        let err = c.stats.refuse(why, addr, len, Error::from(e));
+        if !why.claims() {
+            // Counted and logged, then "not mine", as nvidia-peermem answers.
+            return Ok(None);
+        }
+        Ok(Some(User::new(c, addr, len, range, None, Some(err))?))
     }
 
     /// Pins for a new user of `range` and attaches it.
-    fn pin_user(&self, user: &Arc<User>, space: SpaceId, mm: ARef<Mm>) -> Result {
+    fn pin_user(&self, user: &Arc<User>, space: SpaceId, mm: ARef<Mm>) -> Result<(), PinError> {
         let pin = self.pin(space, mm, user.range)?;
         user.state.lock().pin = Some(pin.clone());
         if let Err(e) = Self::attach(&pin, user) {
@@ -486,11 +525,6 @@ impl Client {
         let user = User::new(c, addr, len, range, None, None)?;
         match self.pin_user(&user, space, mm) {
             Ok(()) => Ok(Some(user)),
-            Err(e) if e == EFAULT => {
-                // Freed right after pinning: GPU memory of this process, now gone.
-                c.stats.refuse(Refusal::Freed, addr, len, e);
-                Ok(Some(User::new(c, addr, len, range, None, Some(e))?))
-            }
             Err(e) => self.pin_failed(addr, len, range, e),
         }
     }
@@ -560,13 +594,11 @@ impl PeerClient for Client {
             .claim(addr, size, range)
             .map_err(|e| self.shared.stats.refuse(Refusal::NoMemory, addr, size, e))?;
         if user.is_some() {
+            // The user holds a module reference until it is gone (`User::_module`).
             self.shared
                 .stats
                 .registrations
                 .fetch_add(1, Ordering::Relaxed);
-            // One module reference per live context: rmmod fails with EBUSY instead
-            // of blocking in the core's unregistration.
-            glue::module_get();
         }
         Ok(user)
     }
@@ -579,12 +611,12 @@ impl PeerClient for Client {
             // The reference strategy's second pin, in the registering process.
             let (space, mm) = current_space().ok_or(EFAULT)?;
             self.pin_user(user, space, mm).map_err(|e| {
-                let why = if e == EFAULT {
-                    Refusal::Freed
-                } else {
-                    Refusal::of_pin_error(e)
-                };
-                self.shared.stats.refuse(why, user.addr, user.len, e)
+                self.shared.stats.refuse(
+                    Refusal::of_pin_error(e),
+                    user.addr,
+                    user.len,
+                    Error::from(e),
+                )
             })?;
         }
         let pin = user.state.lock().pin.clone().ok_or(EFAULT)?;
@@ -609,7 +641,7 @@ impl PeerClient for Client {
         Ok(())
     }
 
-    fn dma_map(&self, user: &Arc<User>, sg: SgHead, dev: DmaDevice) -> Result<u32> {
+    fn dma_map(&self, user: &Arc<User>, mut sg: SgHead, dev: DmaDevice) -> Result<u32> {
         let stats = &self.shared.stats;
         let refuse = |why, e| stats.refuse(why, user.addr, user.len, e);
         let peer = dev
@@ -636,32 +668,31 @@ impl PeerClient for Client {
         })?;
         let (dma, len) = sg_entries(mapping.addresses(), pin.range(), user.range, max_seg)
             .map_err(|e| refuse(Refusal::NoMemory, e))?;
-        sg.fill(&dma, &len)
-            .map_err(|e| refuse(Refusal::NoMemory, e))?;
+        // Built apart and installed only on success: on failure the core's table is
+        // left untouched, as it requires.
+        let list = SgList::new(&dma, &len).map_err(|e| refuse(Refusal::NoMemory, e))?;
+        sg.install(&list);
+        stats.sg_lists_now.fetch_add(1, Ordering::Relaxed);
         // The SG list holds what the HCA needs; the per-page copy can go.
         mapping.forget_addresses();
+        let n = list.len();
         let mut st = user.state.lock();
         st.mapping = Some(mapping);
-        st.sg = Some(sg);
-        Ok(dma.len() as u32)
+        st.sg = Some((sg, list));
+        Ok(n)
     }
 
     fn dma_unmap(&self, user: &Arc<User>, sg: SgHead) {
-        // An INVALIDATE_UNMAPS client serialises the core's unmap with its own
-        // (facts 2.4); the plain client's unmap runs nested in its invalidation.
-        let _gate = (self.shared.kind == ClientKind::InvalidateUnmaps).then(|| user.gate.lock());
-        let (mapping, ours) = {
+        // No gate here (see `Gate`): the state lock alone decides which of this and
+        // an INVALIDATE_UNMAPS invalidation drops the mapping; the plain client's
+        // unmap runs nested in its invalidation.
+        let (mapping, list) = {
             let mut st = user.state.lock();
-            let ours = st.sg.as_ref().is_some_and(|s| s.is(&sg));
-            if ours {
-                st.sg = None;
-            }
-            (st.mapping.take(), ours)
+            let ours = st.sg.as_ref().is_some_and(|(head, _)| head.is(&sg));
+            (st.mapping.take(), if ours { st.sg.take() } else { None })
         };
         drop(mapping);
-        if ours {
-            sg.clear();
-        }
+        user.free_sg(list);
     }
 
     fn put_pages(&self, user: &Arc<User>, sg: SgHead) {
@@ -685,6 +716,5 @@ impl PeerClient for Client {
             drop(pin);
         }
         self.shared.stats.releases.fetch_add(1, Ordering::Relaxed);
-        glue::module_put();
     }
 }

@@ -34,6 +34,7 @@ impl fmt::Debug for StatsView {
             ("invalidations", &s.invalidations),
             ("free_callbacks", &s.free_callbacks),
             ("pins_now", &s.pins_now),
+            ("sg_lists_now", &s.sg_lists_now),
             ("bytes_pinned_now", &s.bytes_pinned_now),
             ("bytes_pinned_peak", &s.bytes_pinned_peak),
         ];

@@ -46,15 +46,32 @@ pub(crate) fn ratelimit(kind: u32) -> bool {
     unsafe { bindings::peermem_ratelimit(kind) != 0 }
 }
 
-/// Takes a reference on this module.
-pub(crate) fn module_get() {
-    // SAFETY: the module is live (this code runs in it); taking a reference is always
-    // allowed for a live module.
-    unsafe { bindings::peermem_module_get() }
+/// A reference on this module, dropped with the guard.
+///
+/// Held by every live registration, by a callback pin left to its free callback
+/// (see `nv_p2p`), and by every free callback while it runs: `rmmod` then fails
+/// with "in use" instead of unloading code that nvidia.ko or the core may still call.
+///
+/// # Invariants
+///
+/// The guard owns one reference on this module, taken in [`ModuleRef::new`].
+pub(crate) struct ModuleRef(());
+
+impl ModuleRef {
+    /// Takes a reference on this module.
+    pub(crate) fn new() -> Self {
+        // SAFETY: the module is live (this code runs in it, called by a holder of
+        // one of its references or by the loader); taking a reference on a live
+        // module is always allowed.
+        unsafe { bindings::peermem_module_get() };
+        // INVARIANT: the reference was just taken.
+        ModuleRef(())
+    }
 }
 
-/// Drops a reference taken by [`module_get`].
-pub(crate) fn module_put() {
-    // SAFETY: each call pairs with an earlier `module_get`.
-    unsafe { bindings::peermem_module_put() }
+impl Drop for ModuleRef {
+    fn drop(&mut self) {
+        // SAFETY: the guard owns one reference (type invariant), given back once here.
+        unsafe { bindings::peermem_module_put() }
+    }
 }

@@ -19,7 +19,11 @@
 //! - `put_pages` after a callback is unsafe on drivers before 535.14, so it is never
 //!   made once the callback has started;
 //! - the callback's `data` must stay valid until both the put and any callback that
-//!   started have finished.
+//!   started have finished;
+//! - `put_pages` of a callback pin only works from the owning process: from another
+//!   one the driver returns 0 and keeps the pin and its callback (abi.md 1.4b), so
+//!   such a pin is left to its callback ("orphaned"), with its data and a module
+//!   reference, instead of being put.
 //!
 //! See docs/pin-state-machine.md for the states and the lock order.
 
@@ -30,7 +34,7 @@ use kernel::{
     sync::{Arc, ArcBorrow, CondVar, Mutex},
 };
 
-use crate::{bindings, device::PciFunction, range::GpuRange};
+use crate::{bindings, device::PciFunction, glue::ModuleRef, range::GpuRange};
 
 /// Page-table versions this module reads: majors 1 (minor >= 2) and 2 (facts 1.2).
 /// The fields read (version, page_size, pages, entries) sit at the same offsets in
@@ -83,6 +87,51 @@ impl From<BadAnswer> for Error {
         match bad {
             BadAnswer::NoMemory => ENOMEM,
             _ => EIO,
+        }
+    }
+}
+
+/// Why a pin failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PinError {
+    /// nvidia.ko refused, with this errno (`ENOMEM`: BAR1 exhausted; `EINVAL`: not
+    /// this process's GPU memory).
+    Driver(Error),
+    /// nvidia.ko answered with a page table this module cannot read (it was put back).
+    BadAnswer,
+    /// A free callback tore the pin down before it was taken over.
+    Freed,
+    /// This module could not allocate its own state for the pin.
+    NoMemory,
+}
+
+impl From<PinError> for Error {
+    fn from(e: PinError) -> Error {
+        match e {
+            PinError::Driver(e) => e,
+            PinError::BadAnswer => EIO,
+            PinError::Freed => EFAULT,
+            PinError::NoMemory => ENOMEM,
+        }
+    }
+}
+
+/// The process a callback pin belongs to: its `mm_struct` (compared, never
+/// dereferenced; 0 for a kernel thread) and thread-group id, the identity nvidia.ko
+/// looks callback pins up by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Owner {
+    mm: usize,
+    tgid: i32,
+}
+
+impl Owner {
+    /// The calling process.
+    fn current() -> Self {
+        let task = kernel::current!();
+        Owner {
+            mm: task.mm().map_or(0, |mm| mm.as_raw() as usize),
+            tgid: task.tgid(),
         }
     }
 }
@@ -211,12 +260,17 @@ impl NvP2p {
 
     /// Pins `range` with a free callback: `handler` runs if the owning process frees
     /// the memory before the pin is dropped. Must run in the owning process.
-    pub(crate) fn pin<T: FreeHandler>(&self, range: GpuRange, handler: T) -> Result<GpuPin<T>> {
+    pub(crate) fn pin<T: FreeHandler>(
+        &self,
+        range: GpuRange,
+        handler: T,
+    ) -> Result<GpuPin<T>, PinError> {
         let shared = Arc::pin_init(
             PinShared::new(*self, range, PinKind::Callback, handler),
             GFP_KERNEL,
-        )?;
-        let get = self.syms.nv_get_pages.ok_or(ENODEV)?;
+        )
+        .map_err(|_| PinError::NoMemory)?;
+        let get = self.syms.nv_get_pages.ok_or(PinError::Driver(ENODEV))?;
         // The driver's reference to `shared`, handed over as the callback's `data`;
         // given back by whichever of put and callback ends last (see `PinState`).
         let data = Arc::into_raw(shared.clone()).cast_mut().cast::<c_void>();
@@ -240,7 +294,7 @@ impl NvP2p {
             // SAFETY: `data` came from `Arc::into_raw` above and the driver failed, so
             // it will never use it.
             drop(unsafe { Arc::from_raw(data.cast::<PinShared<T>>()) });
-            return Err(e);
+            return Err(PinError::Driver(e));
         }
         shared.adopt_table(table)?;
         Ok(GpuPin { shared })
@@ -249,7 +303,7 @@ impl NvP2p {
     /// Pins `range` persistently: the memory stays allocated until the pin is dropped,
     /// even if the process frees it. Uses the persistent pair where the driver has
     /// it, else `get_pages` with a NULL callback (drivers before 535.14, facts 1.1).
-    pub(crate) fn pin_persistent(&self, range: GpuRange) -> Result<GpuPin<NoCallback>> {
+    pub(crate) fn pin_persistent(&self, range: GpuRange) -> Result<GpuPin<NoCallback>, PinError> {
         let (kind, ret, table) = {
             let mut table = core::ptr::null_mut();
             if let Some(get) = self.syms.nv_get_pages_persistent {
@@ -258,7 +312,7 @@ impl NvP2p {
                 let ret = unsafe { get(range.start(), range.len(), &mut table, 0) };
                 (PinKind::Persistent, ret, table)
             } else {
-                let get = self.syms.nv_get_pages.ok_or(ENODEV)?;
+                let get = self.syms.nv_get_pages.ok_or(PinError::Driver(ENODEV))?;
                 // SAFETY: `get` is nvidia_p2p_get_pages (type invariant); without a
                 // callback the driver never uses `data`.
                 let ret = unsafe {
@@ -275,15 +329,15 @@ impl NvP2p {
                 (PinKind::LegacyPersistent, ret, table)
             }
         };
-        driver_result(ret)?;
+        driver_result(ret).map_err(PinError::Driver)?;
         let shared = match Arc::pin_init(PinShared::new(*self, range, kind, NoCallback), GFP_KERNEL)
         {
             Ok(s) => s,
-            Err(e) => {
+            Err(_) => {
                 // SAFETY: `table` was just handed out for `range` by the call above and
                 // nothing else refers to it.
                 unsafe { self.raw_put(kind, range, table) };
-                return Err(e);
+                return Err(PinError::NoMemory);
             }
         };
         shared.adopt_table(table)?;
@@ -361,6 +415,9 @@ pub(crate) enum Phase {
     Putting,
     /// `put_pages` returned.
     Put,
+    /// Dropped by its owner's handle outside the owning process: not put (the
+    /// driver would not find it), left to the free callback, which still comes.
+    Orphaned,
     /// A free callback started: the driver frees the table when it returns.
     Freed,
 }
@@ -391,6 +448,8 @@ struct PinState {
     callback_task: usize,
     /// Whether the driver's `data` reference was given back.
     data_released: bool,
+    /// Held while the pin is orphaned: the module stays until its callback ran.
+    orphan: Option<ModuleRef>,
 }
 
 impl PinState {
@@ -414,6 +473,8 @@ struct PinShared<T: FreeHandler> {
     nv: NvP2p,
     range: GpuRange,
     kind: PinKind,
+    /// The process that pinned (the caller of `NvP2p::pin`).
+    owner: Owner,
     #[pin]
     state: Mutex<PinState>,
     #[pin]
@@ -427,6 +488,7 @@ impl<T: FreeHandler> PinShared<T> {
             nv,
             range,
             kind,
+            owner: Owner::current(),
             state <- new_mutex!(PinState {
                 phase: Phase::Live,
                 table: Raw(core::ptr::null_mut()),
@@ -435,6 +497,7 @@ impl<T: FreeHandler> PinShared<T> {
                 callback_running: false,
                 callback_task: 0,
                 data_released: *kind != PinKind::Callback,
+                orphan: None,
             }, "peermem_pin_state"),
             idle <- new_condvar!("peermem_pin_idle"),
             handler,
@@ -442,11 +505,14 @@ impl<T: FreeHandler> PinShared<T> {
     }
 
     /// Takes the table `get_pages` returned, after checking it.
-    fn adopt_table(self: &Arc<Self>, table: *mut bindings::nvidia_p2p_page_table) -> Result {
+    fn adopt_table(
+        self: &Arc<Self>,
+        table: *mut bindings::nvidia_p2p_page_table,
+    ) -> Result<(), PinError> {
         let mut st = self.state.lock();
         if st.phase == Phase::Freed {
             // A callback ran between get_pages returning and now: the table is gone.
-            return Err(EFAULT);
+            return Err(PinError::Freed);
         }
         // SAFETY: the driver just handed `table` out and cannot free it before a
         // callback, which has not started (phase is `Live`, and callbacks change it
@@ -465,7 +531,7 @@ impl<T: FreeHandler> PinShared<T> {
                 unsafe { self.nv.raw_put(self.kind, self.range, table) };
             }
             self.finish_put();
-            return Err(EIO);
+            return Err(PinError::BadAnswer);
         }
         st.table = Raw(table);
         Ok(())
@@ -515,6 +581,10 @@ impl<T: FreeHandler> PinShared<T> {
 /// [`NvP2p::pin`]: a reference on a `PinShared<T>` that stays valid until the callback
 /// gives it back (`PinState` protocol).
 unsafe extern "C" fn free_callback<T: FreeHandler>(data: *mut c_void) {
+    // The whole callback runs under its own module reference: the holders of the
+    // module's other references (registrations, an orphaned pin) may let go of them
+    // while it runs. Declared first, dropped last.
+    let _module = ModuleRef::new();
     // SAFETY: `data` is the driver's reference (the caller's guarantee); it is only
     // given back below, after the last use of `shared`.
     let shared: ArcBorrow<'_, PinShared<T>> = unsafe { ArcBorrow::from_raw(data.cast()) };
@@ -552,8 +622,9 @@ unsafe extern "C" fn free_callback<T: FreeHandler>(data: *mut c_void) {
         st.callback_running = false;
         st.callback_task = 0;
         shared.idle.notify_all();
-        st.take_data_release()
+        (st.take_data_release(), st.orphan.take())
     };
+    let (release, _orphan) = release;
     if release {
         // SAFETY: the driver's reference came from `Arc::into_raw` in `NvP2p::pin` and
         // `take_data_release` returned true exactly once; `shared` is not used after.
@@ -687,6 +758,24 @@ impl<T: FreeHandler> Drop for GpuPin<T> {
                 return;
             }
             if st.phase != Phase::Live {
+                return;
+            }
+            if s.kind == PinKind::Callback && Owner::current() != s.owner {
+                // Outside the owning process nvidia.ko would not find the pin and
+                // answer 0, keeping it and its callback (abi.md 1.4b). Leave it to
+                // that callback: the driver keeps its `data` reference, and the module
+                // stays loaded until the callback has run.
+                st.phase = Phase::Orphaned;
+                st.orphan = Some(ModuleRef::new());
+                drop(st);
+                if crate::glue::ratelimit(crate::stats::ORPHAN_RATELIMIT) {
+                    pr_info!(
+                        "GPU pin {:#x}+{:#x} released outside its process (tgid {}): it stays until that process frees the memory or exits\n",
+                        s.range.start(),
+                        s.range.len(),
+                        s.owner.tgid
+                    );
+                }
                 return;
             }
             st.phase = Phase::Putting;
@@ -1028,14 +1117,17 @@ mod tests {
         // Success without a table: EIO, nothing to put.
         MODE.store(0, Ordering::Relaxed);
         let puts = PUTS.load(Ordering::Relaxed);
-        assert_eq!(nv.pin_persistent(range).err(), Some(EIO));
+        assert_eq!(nv.pin_persistent(range).err(), Some(PinError::BadAnswer));
         assert_eq!(PUTS.load(Ordering::Relaxed), puts);
         // A table of an unknown version: EIO, and the pin is given back.
         MODE.store(1, Ordering::Relaxed);
-        assert_eq!(nv.pin_persistent(range).err(), Some(EIO));
+        assert_eq!(nv.pin_persistent(range).err(), Some(PinError::BadAnswer));
         assert_eq!(PUTS.load(Ordering::Relaxed), puts + 1);
-        // A driver error is passed through.
-        assert_eq!(nv.pin(range, NoCallback).err(), Some(ENOMEM));
+        // A driver error is passed through, as the driver's.
+        assert_eq!(
+            nv.pin(range, NoCallback).err(),
+            Some(PinError::Driver(ENOMEM))
+        );
         Ok(())
     }
 }

@@ -71,11 +71,9 @@ pub(crate) struct SgHead {
     ptr: NonNull<bindings::sg_table>,
 }
 
-// SAFETY: the table is plain memory of the core's region, used under the client's own
-// serialisation (the region's state lock) from whichever thread the core calls in.
+// SAFETY: the table is plain memory of the core's region; `SgHead` only writes it
+// through `&mut self`, from whichever thread the core calls in.
 unsafe impl Send for SgHead {}
-// SAFETY: see `Send`; `&SgHead` gives no access without the client's serialisation.
-unsafe impl Sync for SgHead {}
 
 impl SgHead {
     /// Whether this is the table at `ptr` (the core passes it again at unmap).
@@ -83,26 +81,72 @@ impl SgHead {
         self.ptr == other.ptr
     }
 
-    /// Fills the (empty) table with DMA-mapped entries `(address, length)`. On failure
-    /// the table is left empty, as the core requires.
-    pub(crate) fn fill(&self, addrs: &[u64], lens: &[u32]) -> Result {
+    /// Hands `list`'s entries to the core: its table describes them from now on.
+    pub(crate) fn install(&mut self, list: &SgList) {
+        // SAFETY: `ptr` is the core's live table (type invariant); the core expects it
+        // filled with DMA-mapped entries once dma_map returns 0.
+        unsafe { self.ptr.as_ptr().write(list.table) };
+    }
+
+    /// Empties the core's table if it still describes `list` (it does not once the
+    /// core zeroed it after an invalidation, abi.md 2.5).
+    pub(crate) fn uninstall(&mut self, list: &SgList) {
+        // SAFETY: `ptr` is the core's live table (type invariant).
+        let t = unsafe { &mut *self.ptr.as_ptr() };
+        if t.sgl == list.table.sgl {
+            t.sgl = core::ptr::null_mut();
+            t.nents = 0;
+            t.orig_nents = 0;
+        }
+    }
+}
+
+/// An SG list this module built for the core: its own record of what it allocated.
+///
+/// The core is handed a copy of the table header ([`SgHead::install`]) and may zero
+/// its copy (it does after an invalidation); the entries are freed from this record.
+///
+/// # Invariants
+///
+/// `table` was filled by `peermem_sg_build` and is freed only by `Drop`.
+pub(crate) struct SgList {
+    table: bindings::sg_table,
+}
+
+// SAFETY: the list is owned memory, freed once, from any thread.
+unsafe impl Send for SgList {}
+// SAFETY: `&SgList` only reads the header.
+unsafe impl Sync for SgList {}
+
+impl SgList {
+    /// Builds DMA-mapped entries `(address, length)`.
+    pub(crate) fn new(addrs: &[u64], lens: &[u32]) -> Result<Self> {
         if addrs.len() != lens.len() || addrs.is_empty() {
             return Err(EINVAL);
         }
         let n = u32::try_from(addrs.len()).map_err(|_| EINVAL)?;
-        // SAFETY: `ptr` is the core's live, empty table (type invariant); both arrays
-        // hold `n` elements.
-        let ret = unsafe {
-            bindings::peermem_sg_build(self.ptr.as_ptr(), addrs.as_ptr(), lens.as_ptr(), n)
-        };
-        crate::nv_p2p::driver_result(ret)
+        // SAFETY: an all-zero `sg_table` is the empty table.
+        let mut table: bindings::sg_table = unsafe { core::mem::zeroed() };
+        // SAFETY: `table` is a valid, empty table; both arrays hold `n` elements. On
+        // failure the glue leaves nothing allocated.
+        let ret =
+            unsafe { bindings::peermem_sg_build(&mut table, addrs.as_ptr(), lens.as_ptr(), n) };
+        crate::nv_p2p::driver_result(ret)?;
+        // INVARIANT: filled by `peermem_sg_build` just above.
+        Ok(SgList { table })
     }
 
-    /// Frees what [`SgHead::fill`] allocated and empties the table.
-    pub(crate) fn clear(&self) {
-        // SAFETY: `ptr` is the core's live table (type invariant), filled by `fill` or
-        // zeroed; freeing a zeroed table does nothing.
-        unsafe { bindings::peermem_sg_free(self.ptr.as_ptr()) };
+    /// Number of entries.
+    pub(crate) fn len(&self) -> u32 {
+        self.table.nents
+    }
+}
+
+impl Drop for SgList {
+    fn drop(&mut self) {
+        // SAFETY: `table` was filled by `peermem_sg_build` and is freed only here
+        // (type invariant).
+        unsafe { bindings::peermem_sg_free(&mut self.table) };
     }
 }
 

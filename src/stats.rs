@@ -6,6 +6,8 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
+use crate::nv_p2p::PinError;
+
 /// Why a registration of GPU memory was refused.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(u32)]
@@ -14,7 +16,9 @@ pub(crate) enum Refusal {
     BadRange = 0,
     /// nvidia.ko has no BAR1 space left for the pin (`ENOMEM`).
     Bar1Exhausted,
-    /// nvidia.ko refused the pin for another reason (`EIO`, `ENOTSUPP`, ...).
+    /// nvidia.ko refused the pin for another reason (`EIO`, `ENOTSUPP`, `EBUSY`, ...)
+    /// or answered with an unreadable page table: counted and logged, and the range is
+    /// left to the next client ("not mine"), as nvidia-peermem does.
     PinFailed,
     /// The DMA device is not a PCI function (a software RDMA device).
     NotPci,
@@ -22,12 +26,16 @@ pub(crate) enum Refusal {
     DmaMapFailed,
     /// The memory was freed while being registered.
     Freed,
-    /// No memory for peermem's own bookkeeping.
+    /// No memory for peermem's own bookkeeping (never nvidia.ko's BAR1 `ENOMEM`).
     NoMemory,
 }
 
 /// How many refusal reasons there are.
 pub(crate) const REFUSALS: usize = 7;
+
+/// The rate-limit kind of the "pin released outside its process" message (after the
+/// refusal reasons, which use their own values).
+pub(crate) const ORPHAN_RATELIMIT: u32 = 16;
 
 impl Refusal {
     /// Every reason, in counter order.
@@ -54,13 +62,26 @@ impl Refusal {
         }
     }
 
-    /// The reason a pin error stands for.
-    pub(crate) fn of_pin_error(e: Error) -> Refusal {
-        if e == ENOMEM {
-            Refusal::Bar1Exhausted
-        } else {
-            Refusal::PinFailed
+    /// The reason a failed pin stands for: only nvidia.ko's `ENOMEM` is BAR1
+    /// exhaustion; this module's own allocation failures are `NoMemory`.
+    pub(crate) fn of_pin_error(e: PinError) -> Refusal {
+        match e {
+            PinError::Driver(err) if err == ENOMEM => Refusal::Bar1Exhausted,
+            PinError::Driver(_) | PinError::BadAnswer => Refusal::PinFailed,
+            PinError::Freed => Refusal::Freed,
+            PinError::NoMemory => Refusal::NoMemory,
         }
+    }
+
+    /// Whether a range whose pin failed this way is claimed, so that the application
+    /// sees the error (docs/refusals.md): BAR1 exhaustion, this module's own
+    /// allocation failure, memory freed while being pinned. Any other failure of the
+    /// driver passes the range to the next client, as nvidia-peermem does.
+    pub(crate) fn claims(self) -> bool {
+        matches!(
+            self,
+            Refusal::Bar1Exhausted | Refusal::Freed | Refusal::NoMemory
+        )
     }
 }
 
@@ -84,6 +105,8 @@ pub(crate) struct Stats {
     pub(crate) bytes_pinned_peak: AtomicU64,
     /// Pins alive now.
     pub(crate) pins_now: AtomicU64,
+    /// SG lists built by `dma_map` and not yet freed.
+    pub(crate) sg_lists_now: AtomicU64,
     /// Refusals, by [`Refusal`].
     pub(crate) refusals: [AtomicU64; REFUSALS],
 }

@@ -417,6 +417,89 @@ static void process_exits_after_deregistration(struct kunit *test)
 	env_end(&e);	/* exits the process: nothing of it is pinned any more */
 }
 
+/* Records how many of the core's mapping locks are held while it is parked. */
+static void orch_core_locks_at_pause(struct job *j)
+{
+	int pt = (int)j->len;
+	int ret = fake_nv_pause_wait(pt, 5000);
+
+	j->ret = ret ? ret : fake_core_map_locks_held();
+	fake_nv_pause_release(pt);
+}
+
+/*
+ * peermem pins in acquire and unpins at release, so nvidia.ko's pin lock is never
+ * taken under a region's mapping lock (docs/pin-state-machine.md, lock order; the
+ * reference pins in get_pages, under it).
+ */
+static void pins_and_unpins_outside_the_core_mapping_lock(struct kunit *test)
+{
+	struct job f = { .fn = orch_core_locks_at_pause };
+	struct fake_mr *mr;
+	struct env e;
+	u64 va, hits;
+
+	env_begin(test, &e);
+	va = fake_nv_alloc(e.p, SZ_1M, true);
+	KUNIT_ASSERT_NE(test, va, 0);
+	f.len = FAKE_NV_PAUSE_GET_PAGES;
+	hits = fake_nv_pause_hits(FAKE_NV_PAUSE_GET_PAGES);
+	fake_nv_pause_arm(FAKE_NV_PAUSE_GET_PAGES);
+	KUNIT_ASSERT_EQ(test, job_start(&f), 0);
+	mr = reg(va, SZ_1M);		/* parks in nvidia_p2p_get_pages */
+	KUNIT_ASSERT_TRUE(test, job_wait(&f));
+	KUNIT_EXPECT_EQ(test, f.ret, 0);
+	KUNIT_EXPECT_EQ(test, fake_nv_pause_hits(FAKE_NV_PAUSE_GET_PAGES), hits + 1);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
+
+	f.len = FAKE_NV_PAUSE_PUT_PAGES;
+	hits = fake_nv_pause_hits(FAKE_NV_PAUSE_PUT_PAGES);
+	fake_nv_pause_arm(FAKE_NV_PAUSE_PUT_PAGES);
+	KUNIT_ASSERT_EQ(test, job_start(&f), 0);
+	fake_core_dereg_mr(mr);		/* parks in put_pages, from release */
+	KUNIT_ASSERT_TRUE(test, job_wait(&f));
+	KUNIT_EXPECT_EQ(test, f.ret, 0);
+	KUNIT_EXPECT_EQ(test, fake_nv_pause_hits(FAKE_NV_PAUSE_PUT_PAGES), hits + 1);
+	env_end(&e);
+}
+
+/*
+ * A pin failure other than BAR1 exhaustion (here EIO) is counted and logged (the
+ * plan checks peermem's refused_pin_failed), then answered "not mine": the core
+ * offers the range to the next client (nv_mem_nc in callback mode, which pins it
+ * persistently), and with none left the application gets the core's EFAULT. Only
+ * BAR1 exhaustion claims the range (ENOMEM).
+ */
+static void pin_failure_other_than_bar1_is_not_mine(struct kunit *test)
+{
+	struct fake_mr *mr;
+	struct env e;
+	u64 va;
+
+	env_begin(test, &e);
+	va = fake_nv_alloc(e.p, SZ_1M, true);
+	KUNIT_ASSERT_NE(test, va, 0);
+	fake_nv_inject_pin_errors(1, EIO);
+	mr = reg(va, SZ_1M);
+	fake_nv_inject_pin_errors(0, 0);
+	if (CALLBACK_PINS) {
+		KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
+		KUNIT_EXPECT_STREQ(test, fake_core_mr_client(mr), "nv_mem_nc");
+		fake_core_dereg_mr(mr);
+	} else {
+		KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(mr), -EFAULT);
+		if (!IS_ERR(mr))
+			fake_core_dereg_mr(mr);
+	}
+	fake_nv_inject_pin_errors(1, ENOMEM);
+	mr = reg(va, SZ_1M);
+	fake_nv_inject_pin_errors(0, 0);
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(mr), -ENOMEM);
+	if (!IS_ERR(mr))
+		fake_core_dereg_mr(mr);
+	env_end(&e);
+}
+
 #if CALLBACK_PINS
 /* ---- callback mode ---------------------------------------------------------- */
 
@@ -764,6 +847,93 @@ static void race_deregistration_while_callback_is_in_invalidate(struct kunit *te
 	env_end(&e);
 }
 
+/*
+ * Defect: the core calls put_pages after a failed dma_map while it holds the region's
+ * mapping lock with the id still findable (docs/abi.md 2.5), and a free callback for
+ * the same memory is inside the core's invalidate, waiting for that lock. peermem's
+ * put_pages must not wait for anything the callback holds there (it took the
+ * registration gate, which the callback holds across invalidate: a deadlock inside
+ * nvidia.ko's free path).
+ */
+static void orch_free_while_map_failed(struct job *j)
+{
+	struct race *r = j->ctx;
+	int ret = free_when_parked(fake_core_pause_wait(FAKE_CORE_PAUSE_MAP_FAILED, 5000), r);
+
+	/* The callback reaches invalidate, finds the id and waits for the lock. */
+	if (!ret)
+		ret = fake_core_pause_wait(FAKE_CORE_PAUSE_IN_INVALIDATE, 5000);
+	fake_core_pause_release(FAKE_CORE_PAUSE_IN_INVALIDATE);
+	msleep(50);
+	/* The core goes on: put_pages under the mapping lock, then release. */
+	fake_core_pause_release(FAKE_CORE_PAUSE_MAP_FAILED);
+	j->ret = finish(&r->g, ret);
+}
+
+static void dma_map_failure_racing_a_free(struct kunit *test)
+{
+	struct race r = { .g = { .fn = job_free } };
+	struct job f = { .fn = orch_free_while_map_failed, .ctx = &r };
+	struct fake_core_counters k;
+	struct fake_mr *mr;
+	struct env e;
+
+	env_begin(test, &e);
+	KUNIT_ASSERT_NOT_NULL(test, fake_core_dma32_device());
+	r.g.owner = e.p;
+	/* Above 4 GiB: the 32-bit peer cannot reach it, so dma_map fails (EIO). */
+	r.g.va = fake_nv_alloc(e.p, SZ_1M, false);
+	KUNIT_ASSERT_NE(test, r.g.va, 0);
+	fake_core_pause_arm(FAKE_CORE_PAUSE_MAP_FAILED);
+	fake_core_pause_arm(FAKE_CORE_PAUSE_IN_INVALIDATE);
+	KUNIT_ASSERT_EQ(test, job_start(&f), 0);
+	mr = reg_on(r.g.va, SZ_1M, fake_core_dma32_device(), true);
+	race_joined(test, &f, &r);
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(mr), -EIO);
+	if (!IS_ERR(mr))
+		fake_core_dereg_mr(mr);
+	/* The invalidation found the region gone once it had the lock. */
+	fake_core_get_counters(&k);
+	KUNIT_EXPECT_EQ(test, k.invalidations_stale, e.core0.invalidations_stale + 1);
+	env_end(&e);
+}
+
+/*
+ * Defect: put_pages of a callback pin from another process (a kworker tearing down
+ * MRs, a child after the owner exited) returns 0 and leaves the pin and its callback
+ * registered (docs/abi.md 1.4b). peermem must keep the callback's data until that
+ * callback comes, instead of freeing it (a use-after-free when the owner later frees
+ * the memory: KASAN reports it on the debug kernel). The plan's scenario
+ * orphaned_pin_* checks the module reference it keeps meanwhile.
+ */
+static void deregistration_from_another_process_keeps_the_pin(struct kunit *test)
+{
+	struct job h = { .fn = job_dereg };	/* a kthread: no mm, another tgid */
+	struct fake_nv_counters c;
+	struct env e;
+	u64 va;
+
+	env_begin(test, &e);
+	va = fake_nv_alloc(e.p, SZ_1M, true);
+	KUNIT_ASSERT_NE(test, va, 0);
+	h.mr = reg(va, SZ_1M);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(h.mr));
+	KUNIT_ASSERT_EQ(test, job_start(&h), 0);
+	KUNIT_ASSERT_TRUE(test, job_wait(&h));
+	fake_nv_get_counters(&c);
+	/* nvidia.ko would not find the pin from there: peermem does not even try, and
+	 * the pin and its callback stay. */
+	KUNIT_EXPECT_EQ(test, c.puts_not_owner, e.nv0.puts_not_owner);
+	KUNIT_EXPECT_EQ(test, c.pins_live, e.nv0.pins_live + 1);
+	KUNIT_EXPECT_EQ(test, c.callbacks_run, e.nv0.callbacks_run);
+	/* The owner frees the memory: the callback runs on live data and ends the pin. */
+	KUNIT_EXPECT_EQ(test, fake_nv_free(e.p, va), 0);
+	fake_nv_get_counters(&c);
+	KUNIT_EXPECT_EQ(test, c.callbacks_run, e.nv0.callbacks_run + 1);
+	KUNIT_EXPECT_EQ(test, c.pins_live, e.nv0.pins_live);
+	env_end(&e);
+}
+
 #define STRESS_ROUNDS 1000
 
 /* Free racing deregistration on two kthreads, many times. */
@@ -886,6 +1056,8 @@ static struct kunit_case peermem_client_cases[] = {
 	KUNIT_CASE(page_table_major_1_driver),
 	KUNIT_CASE(process_exits_before_deregistration),
 	KUNIT_CASE(process_exits_after_deregistration),
+	KUNIT_CASE(pins_and_unpins_outside_the_core_mapping_lock),
+	KUNIT_CASE(pin_failure_other_than_bar1_is_not_mine),
 #if CALLBACK_PINS
 	KUNIT_CASE(covered_registration_reuses_the_pin),
 	KUNIT_CASE(these_must_pin_anew),
@@ -895,6 +1067,9 @@ static struct kunit_case peermem_client_cases[] = {
 	KUNIT_CASE(race_free_between_acquire_and_get_pages),
 	KUNIT_CASE(race_deregistration_while_callback_is_in_invalidate),
 	KUNIT_CASE_SLOW(race_free_against_deregistration_rounds),
+	KUNIT_CASE(deregistration_from_another_process_keeps_the_pin),
+	/* Last: before its fix it deadlocked the suite. */
+	KUNIT_CASE(dma_map_failure_racing_a_free),
 #else
 	KUNIT_CASE(covered_registration_pins_anew),
 	KUNIT_CASE(memory_outlives_free_until_deregistration),

@@ -457,6 +457,7 @@ static bool op_register(struct model *m, enum m_op op)
 	struct fake_mr *mr;
 	u64 addr, len, rs, re;
 	int pr = rnd(&m->rng, M_NPROC), ai, ri, pi = -1, cover = -1, want_err = 0, k;
+	int eio_tries = 0;
 	bool cbpin;
 
 	P = &m->procs[pr];
@@ -518,8 +519,15 @@ static bool op_register(struct model *m, enum m_op op)
 
 	m_enter(m, pr);
 	if (op == OP_REG_INJECT_EIO) {
-		fake_nv_inject_pin_errors(1, EIO);
-		want_err = -EIO;
+		/*
+		 * A pin failure other than BAR1 exhaustion is "not mine" (docs/refusals.md):
+		 * the core offers the range to the next client. Every client it tries
+		 * (nv_mem, then nv_mem_nc for an invalidatable buffer in callback mode)
+		 * fails, and the application gets the core's EFAULT.
+		 */
+		eio_tries = MODEL_CB && o.can_invalidate ? 2 : 1;
+		fake_nv_inject_pin_errors(eio_tries, EIO);
+		want_err = -EFAULT;
 	} else if (op == OP_REG_INJECT_ENOMEM) {
 		fake_nv_inject_pin_errors(1, ENOMEM);
 		want_err = -ENOMEM;
@@ -545,7 +553,7 @@ static bool op_register(struct model *m, enum m_op op)
 	if (IS_ERR(mr)) {
 		m->reg_failed++;
 		m->refused_enomem += PTR_ERR(mr) == -ENOMEM;
-		m->refused_eio += PTR_ERR(mr) == -EIO;
+		m->refused_eio += eio_tries;
 		return true;
 	}
 	if (want_err) {		/* mismatch reported: do not leak it */

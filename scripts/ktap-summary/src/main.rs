@@ -1,18 +1,23 @@
-//! `ktap-summary --manifest FILE [--manifest FILE]... [--label WORD] LOG`: prints one
-//! line per suite run (several manifests add up: a plan made of several plans),
-//! every problem, and a last line `[WORD: ]N passed, N failed[, N skipped]`. Exits 0
-//! only when the run passed (see the library's documentation for what that means).
+//! `ktap-summary --manifest FILE [--manifest FILE]... [--label WORD]
+//! [--expect-report TEXT] LOG`: prints one line per suite run (several manifests add
+//! up: a plan made of several plans), every problem, and a last line
+//! `[WORD: ]N passed, N failed[, N skipped]`. Exits 0 only when the run passed (see
+//! the library's documentation for what that means). With `--expect-report`, kernel
+//! reports whose line contains TEXT are expected rather than failures, and the run
+//! fails if there is none.
 
 use std::process::ExitCode;
 
 fn usage() -> ExitCode {
-    eprintln!("usage: ktap-summary --manifest FILE [--manifest FILE]... [--label WORD] LOG");
+    eprintln!(
+        "usage: ktap-summary --manifest FILE [--manifest FILE]... [--label WORD] [--expect-report TEXT] LOG"
+    );
     ExitCode::from(2)
 }
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
-    let (mut manifests, mut label, mut log) = (Vec::new(), None, None);
+    let (mut manifests, mut label, mut log, mut expect) = (Vec::new(), None, None, None);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--manifest" => match args.next() {
@@ -20,6 +25,10 @@ fn main() -> ExitCode {
                 None => return usage(),
             },
             "--label" => label = args.next(),
+            "--expect-report" => match args.next() {
+                Some(t) => expect = Some(t),
+                None => return usage(),
+            },
             _ if log.is_none() && !a.starts_with("--") => log = Some(a),
             _ => return usage(),
         }
@@ -50,7 +59,24 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    let s = ktap_summary::summarize(&ktap_summary::parse(&ltext), &manifest);
+    let mut parsed = ktap_summary::parse(&ltext);
+    let mut missing_report = false;
+    if let Some(text) = &expect {
+        let n = parsed.expect_reports(text);
+        println!("expected kernel report '{text}': {n} seen");
+        missing_report = n == 0;
+    }
+    let mut s = ktap_summary::summarize(&parsed, &manifest);
+    if missing_report {
+        s.failed += 1;
+        s.problems.push(ktap_summary::Problem {
+            kind: ktap_summary::ProblemKind::KernelReport,
+            detail: format!(
+                "the expected report '{}' was not printed",
+                expect.unwrap_or_default()
+            ),
+        });
+    }
     for l in &s.lines {
         println!("{l}");
     }

@@ -61,6 +61,34 @@ fn a_lockdep_splat_fails() {
 }
 
 #[test]
+fn an_expected_report_passes_and_its_absence_fails() {
+    // The hazard run expects the lockdep report it provokes, and nothing else.
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/runner");
+    let manifest =
+        parse_manifest(&std::fs::read_to_string(format!("{root}/manifest")).unwrap()).unwrap();
+    let read = |name: &str| std::fs::read_to_string(format!("{root}/logs/{name}")).unwrap();
+    let mut log = parse(&read("lockdep.log"));
+    assert_eq!(
+        log.expect_reports("possible circular locking dependency"),
+        1
+    );
+    assert!(summarize(&log, &manifest).ok());
+    // Another report is still a failure.
+    let mut log = parse(&read("kasan.log"));
+    assert_eq!(
+        log.expect_reports("possible circular locking dependency"),
+        0
+    );
+    assert!(!summarize(&log, &manifest).ok());
+    // A clean log has none to expect.
+    let mut log = parse(&read("pass.log"));
+    assert_eq!(
+        log.expect_reports("possible circular locking dependency"),
+        0
+    );
+}
+
+#[test]
 fn a_truncated_log_fails() {
     let s = run("truncated.log");
     assert!(!s.ok());

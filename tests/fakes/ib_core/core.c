@@ -3,8 +3,15 @@
  * Fake MOFED peer-memory core (ib_core.ko) for the peermem test bed.
  *
  * Exports ib_register_peer_memory_client / ib_unregister_peer_memory_client with the
- * real signatures and drives registered clients as ABI facts section 2.4 describes,
- * checking every rule a client must follow. A broken rule is a "violation": counted,
+ * real signatures and drives registered clients as docs/abi.md sections 2.4 and 2.5
+ * describe, step for step with the real core's locks: the client-list mutex only
+ * around the acquire walk; a kref on each region; the mapping lock taken before the
+ * id is allocated and held across get_pages and dma_map; put_pages after a failed
+ * dma_map under that lock with the id still findable; for invalidating clients the
+ * lock held until activation; invalidate finding the id under the xarray lock with a
+ * reference, never the client-list mutex; deregistration per client kind; the
+ * sg_table zeroed after every unmap and invalidation. It checks every rule a client
+ * must follow. A broken rule is a "violation": counted,
  * printed with pr_err by name, and (where it happens during a registration) the
  * registration fails with -EINVAL after a proper teardown. The fake never WARNs.
  *
@@ -458,7 +465,7 @@ struct fake_mr *fake_core_reg_mr(u64 addr, u64 len, const struct fake_reg_opts *
 
 	mr->state = MR_MAPPED;
 	mr->reg_pages = (ALIGN(addr + len, PAGE_SIZE) - ALIGN_DOWN(addr, PAGE_SIZE)) >> PAGE_SHIFT;
-	/* Step 6. */
+	/* Step 6: a non-invalidating client's region is unlocked at once. */
 	if (!c->invalidating)
 		mr_unlock(mr);
 
@@ -471,6 +478,8 @@ struct fake_mr *fake_core_reg_mr(u64 addr, u64 len, const struct fake_reg_opts *
 	spin_unlock(&stats_lock);
 
 	if (c->invalidating) {
+		/* Activation: invalidation is armed and the mapping lock dropped only now. */
+		fake_pause_here(&pauses[FAKE_CORE_PAUSE_BEFORE_ACTIVATE]);
 		mr->armed = true;
 		mr_unlock(mr);
 	}
@@ -482,10 +491,17 @@ err_unlock_unmap:
 	mr_core_unmap(mr);
 	goto err_release;
 err_unlock_put:
-	mr_kill_locked(mr);
-	mr_unlock(mr);
+	/*
+	 * As the real core (2.5): put_pages under the mapping lock, with the id still in
+	 * the xarray, so that an invalidation of this region finds it and waits on the
+	 * lock meanwhile. Only then is the id erased and the lock dropped.
+	 */
+	fake_pause_here(&pauses[FAKE_CORE_PAUSE_MAP_FAILED]);
 	STAT_INC(c, put_pages);
 	c->ops->put_pages(&mr->sgt, mr->ctx);
+	memset(&mr->sgt, 0, sizeof(mr->sgt));
+	mr_kill_locked(mr);
+	mr_unlock(mr);
 	goto err_release;
 err_unlock_release:
 	mr_kill_locked(mr);
@@ -506,30 +522,32 @@ void fake_core_dereg_mr(struct fake_mr *mr)
 		return;
 	c = mr->client;
 
-	if (!c->invalidating) {
-		mr_lock(mr);
-		unmap = mr->state == MR_MAPPED;
-		mr->state = MR_DEAD;
-		mr->hca_stopped = true;
-		mr_unlock(mr);
-	} else if (!c->unmaps) {
-		mr_lock(mr);
-		if (mr->state == MR_MAPPED) {
-			mr->hca_stopped = true;
-			mr_core_unmap(mr);
-			mr_count_dereg(mr);
-		}
-		mr_kill_locked(mr);
-		mr_unlock(mr);
-	} else {
-		mr_lock(mr);
-		unmap = mr->state == MR_MAPPED;
-		mr_kill_locked(mr);
-		mr_unlock(mr);
-	}
-	if (unmap) {
+	/*
+	 * Per client kind (2.5). Under the mapping lock the state becomes DEAD, which
+	 * blocks later invalidations; the id stays in the xarray until the region is
+	 * unmapped, so an invalidation may still find it and take the lock meanwhile.
+	 */
+	mr_lock(mr);
+	unmap = mr->state == MR_MAPPED;
+	mr->state = MR_DEAD;
+	mr->armed = false;
+	mr->hca_stopped = true;
+	if (c->invalidating && !c->unmaps && unmap) {
+		/* Plain invalidating client: unmapped under the mapping lock. */
 		mr_core_unmap(mr);
 		mr_count_dereg(mr);
+		unmap = false;
+	}
+	mr_unlock(mr);
+	if (unmap) {
+		/* Non-invalidating and INVALIDATE_UNMAPS clients: after the lock. */
+		mr_core_unmap(mr);
+		mr_count_dereg(mr);
+	}
+	/* Then the id is erased (no mapping lock), release, the client's use count. */
+	if (mr->has_id) {
+		xa_erase(&mr_ids, mr->core_context);
+		mr->has_id = false;
 	}
 
 	spin_lock(&stats_lock);
@@ -577,8 +595,13 @@ static int fake_core_invalidate(void *reg_handle, u64 core_context)
 	mr->hca_stopped = true;
 	mr->invalidations++;
 	STAT_INC(c, num_free_callbacks);
-	if (!c->unmaps)
+	if (!c->unmaps) {
 		mr_core_unmap(mr);	/* nested inside the client's free callback */
+	} else {
+		/* The client unmaps by itself; the core forgets its table (2.5). */
+		mr_untrim(mr);
+		memset(&mr->sgt, 0, sizeof(mr->sgt));
+	}
 	mr_count_dereg(mr);
 	mr->state = MR_INVALIDATED;
 	mr_unlock(mr);
@@ -821,6 +844,19 @@ void ib_unregister_peer_memory_client(void *reg_handle)
 	kfree(c);
 }
 EXPORT_SYMBOL(ib_unregister_peer_memory_client);
+
+int fake_core_map_locks_held(void)
+{
+	struct fake_mr *mr;
+	int n = 0;
+
+	spin_lock(&mrs_lock);
+	list_for_each_entry(mr, &all_mrs, node)
+		n += READ_ONCE(mr->lock_owner) != NULL;
+	spin_unlock(&mrs_lock);
+	return n;
+}
+EXPORT_SYMBOL_GPL(fake_core_map_locks_held);
 
 /* Hooks for the KUnit suites. */
 bool fake_core_test_map_lock_held(void)

@@ -54,6 +54,9 @@ int fake_core_mr_invalidations(struct fake_mr *mr);
 /* The core_context id the core allocated for the region. */
 u64 fake_core_mr_core_context(struct fake_mr *mr);
 
+/* How many regions' mapping locks are held right now, by any thread. */
+int fake_core_map_locks_held(void);
+
 /* The HCA stand-in's DMA device and a second PCI function left at a 32-bit mask. */
 struct device *fake_core_hca_device(void);
 struct device *fake_core_dma32_device(void);
@@ -65,6 +68,10 @@ struct device *fake_core_dma32_device(void);
 enum fake_core_pause_point {
 	FAKE_CORE_PAUSE_AFTER_ACQUIRE,	/* reg_mr: acquire accepted, before get_pages */
 	FAKE_CORE_PAUSE_IN_INVALIDATE,	/* invalidate entered, before the mapping lock */
+	FAKE_CORE_PAUSE_MAP_FAILED,	/* reg_mr: dma_map failed; mapping lock held, id live,
+					 * before put_pages (ABI doc 2.5) */
+	FAKE_CORE_PAUSE_BEFORE_ACTIVATE, /* reg_mr, invalidating client: mapped, key live,
+					 * mapping lock still held until activation */
 	FAKE_CORE_PAUSE_COUNT,
 };
 void fake_core_pause_arm(enum fake_core_pause_point pt);

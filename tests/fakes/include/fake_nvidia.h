@@ -84,6 +84,7 @@ enum fake_nv_pause_point {
 	FAKE_NV_PAUSE_CB_AFTER_CLIENT,	/* after the callback returned, before tables are freed */
 	FAKE_NV_PAUSE_PUT_PAGES,	/* inside put_pages (and put_pages_persistent), lock held */
 	FAKE_NV_PAUSE_DMA_MAP,		/* inside dma_map_pages, table lock held */
+	FAKE_NV_PAUSE_GET_PAGES,	/* inside get_pages (both kinds), driver lock held */
 	FAKE_NV_PAUSE_COUNT,
 };
 void fake_nv_pause_arm(enum fake_nv_pause_point pt);
@@ -104,7 +105,9 @@ enum fake_nv_violation {
 	FAKE_NV_V_DOUBLE_PUT,			/* put_pages of a table already put */
 	FAKE_NV_V_UNKNOWN_TABLE,		/* a page table or mapping the fake never handed out */
 	FAKE_NV_V_WRONG_PUT_KIND,		/* put_pages on a persistent table or the reverse */
-	FAKE_NV_V_PUT_WRONG_PROCESS,		/* put_pages from another process than get_pages */
+	FAKE_NV_V_PUT_WRONG_PROCESS,		/* unused: a put from another process returns 0 and
+						 * leaves the pin registered (counted in
+						 * puts_not_owner), as the real driver does */
 	FAKE_NV_V_UNMAPPED_AT_PUT,		/* put_pages while DMA mappings of the table are live */
 	/* Added with the implementation (appended, the values above are unchanged): */
 	FAKE_NV_V_DOUBLE_UNMAP,			/* dma_unmap_pages of a mapping already unmapped */
@@ -129,6 +132,8 @@ struct fake_nv_counters {
 	u64 refused_bar1;	/* -ENOMEM: BAR1 budget exhausted */
 	u64 refused_injected;	/* failed by fake_nv_inject_pin_errors */
 	u64 refused_dma_mask;	/* dma_map_pages: peer's DMA mask cannot reach the BAR */
+	u64 puts_not_owner;	/* put_pages of a callback pin from another process: 0, and
+				 * the pin and its callback stay (ABI doc 1.4b) */
 	u64 violations[FAKE_NV_V_COUNT];
 	u64 violations_total;
 };

@@ -87,6 +87,18 @@ struct fnv_lock { struct mutex m; };
 #endif
 
 static struct fnv_lock drv_lock;	/* the driver-wide lock */
+
+/*
+ * The real driver's nvidia_p2p_dma_map_pages / dma_unmap_pages take its global API
+ * lock, the lock the free callback runs under (ABI doc 1.4b). With this parameter the
+ * fake takes drv_lock there too, so that lockdep sees the driver's real lock graph;
+ * off by default, because that graph has a cycle through the peer-memory core's
+ * mapping lock in callback mode for every client (the hazard run shows it,
+ * tests/qemu/plans/hazard.sh), and lockdep stops at its first report.
+ */
+static bool dma_takes_api_lock;
+module_param(dma_takes_api_lock, bool, 0444);
+MODULE_PARM_DESC(dma_takes_api_lock, "dma_map/unmap_pages take the driver lock, as the real driver's API lock (default 0)");
 static DEFINE_SPINLOCK(reg_lock);
 static DEFINE_SPINLOCK(cnt_lock);
 
@@ -253,6 +265,7 @@ void fake_nv_reset_counters(void)
 	counters.refused_bar1 = 0;
 	counters.refused_injected = 0;
 	counters.refused_dma_mask = 0;
+	counters.puts_not_owner = 0;
 	memset(counters.violations, 0, sizeof(counters.violations));
 	counters.violations_total = 0;
 	spin_unlock(&cnt_lock);
@@ -618,6 +631,7 @@ static int do_get_pages(u64 va, u64 len, struct nvidia_p2p_page_table **out,
 	}
 
 	fnv_lock(&drv_lock);
+	pause_point(FAKE_NV_PAUSE_GET_PAGES);
 	p = caller_proc();
 	if (!p || p->tgid != current->tgid) {
 		CNT_INC(refused_not_owner);
@@ -768,6 +782,20 @@ static int do_put_pages(u64 va, struct nvidia_p2p_page_table *table, bool persis
 
 	fnv_lock(&drv_lock);
 	pause_point(FAKE_NV_PAUSE_PUT_PAGES);
+	/*
+	 * A callback pin is looked up in the calling process's address space (ABI doc
+	 * 1.4b): from another process (a kworker, a child after the owner exited) the
+	 * driver finds nothing and maps "not found" to success. The pin, its BAR1 space
+	 * and its free callback stay registered; the callback still fires, with its data
+	 * pointer, when the owner frees the memory or exits.
+	 */
+	if (!pin->persistent && !persistent_api &&
+	    (current->mm != pin->mm || current->tgid != pin->tgid)) {
+		CNT_INC(puts_not_owner);
+		pr_info("%s of table %px from tgid %d, pinned by tgid %d: not found, returns 0\n",
+			fn, table, current->tgid, pin->tgid);
+		goto out;
+	}
 	if (pin->state == FNV_FREED_BY_CB && !pin->persistent && !persistent_api) {
 #ifdef FAKE_NV_LEGACY
 		violation(FAKE_NV_V_PUT_AFTER_FREE, caller,
@@ -790,13 +818,6 @@ static int do_put_pages(u64 va, struct nvidia_p2p_page_table *table, bool persis
 	}
 	if (pin->state != FNV_LIVE) {
 		/* A callback table freed by its callback, put as persistent: caught above. */
-		ret = -EINVAL;
-		goto out;
-	}
-	if (!pin->persistent && (current->mm != pin->mm || current->tgid != pin->tgid)) {
-		violation(FAKE_NV_V_PUT_WRONG_PROCESS, caller,
-			  "%s of table %px from tgid %d, pinned by tgid %d", fn, table,
-			  current->tgid, pin->tgid);
 		ret = -EINVAL;
 		goto out;
 	}
@@ -912,6 +933,8 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer, struct nvidia_p2p_page_table 
 		return -EINVAL;
 	}
 	atomic_inc(&pin->in_flight);
+	if (dma_takes_api_lock)
+		fnv_lock(&drv_lock);
 	fnv_lock(&pin->lock);
 	pause_point(FAKE_NV_PAUSE_DMA_MAP);
 	if (pin->state != FNV_LIVE) {
@@ -981,6 +1004,8 @@ fail:
 	kfree(map);
 out:
 	fnv_unlock(&pin->lock);
+	if (dma_takes_api_lock)
+		fnv_unlock(&drv_lock);
 	atomic_dec(&pin->in_flight);
 	return ret;
 }
@@ -1009,6 +1034,8 @@ int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer, struct nvidia_p2p_page_tabl
 		return -EINVAL;
 	}
 	atomic_inc(&pin->in_flight);
+	if (dma_takes_api_lock)
+		fnv_lock(&drv_lock);
 	fnv_lock(&pin->lock);
 	if (map->state == FNV_M_FREED_BY_CB || pin->state != FNV_LIVE) {
 		violation(FAKE_NV_V_UNMAP_AFTER_FREE, _RET_IP_,
@@ -1033,6 +1060,8 @@ int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer, struct nvidia_p2p_page_tabl
 	map_teardown(map, FNV_M_UNMAPPED, FNV_POISON_MAP);
 out:
 	fnv_unlock(&pin->lock);
+	if (dma_takes_api_lock)
+		fnv_unlock(&drv_lock);
 	atomic_dec(&pin->in_flight);
 	return ret;
 }
@@ -1228,8 +1257,8 @@ static int counters_show(struct seq_file *s, void *unused)
 		   c.refused_unaligned, c.refused_null_callback);
 	seq_printf(s, "refused_not_owner %llu\nrefused_no_memory %llu\nrefused_bar1 %llu\n",
 		   c.refused_not_owner, c.refused_no_memory, c.refused_bar1);
-	seq_printf(s, "refused_injected %llu\nrefused_dma_mask %llu\n",
-		   c.refused_injected, c.refused_dma_mask);
+	seq_printf(s, "refused_injected %llu\nrefused_dma_mask %llu\nputs_not_owner %llu\n",
+		   c.refused_injected, c.refused_dma_mask, c.puts_not_owner);
 	for (i = 0; i < FAKE_NV_V_COUNT; i++)
 		seq_printf(s, "%s %llu\n", fake_nv_violation_name(i), c.violations[i]);
 	seq_printf(s, "violations_total %llu\n", c.violations_total);

@@ -34,14 +34,19 @@ load peermem
 check $S version_file equals "$v" cat /sys/module/peermem/version
 load peermem_test_persistent
 unload peermem_test_persistent
-# Every refusal is counted by reason (the suite made one of each of these).
+# Every refusal is counted by reason (the suite made one of each of these, and two
+# BAR1 refusals: one by exhaustion, one injected ENOMEM).
 pm_counter() { counter /sys/kernel/debug/peermem/stats "$1"; }
 # peermem_model_persistent (same module) adds its own ENOMEM refusals and prints how many.
 model_refusals() { dmesg | sed -n "s/.*peermem_model_persistent refusals: .*$1=\([0-9]*\).*/\1/p" | tail -n 1; }
-check $S refusal_bar1_counted equals $((1 + $(model_refusals refused_bar1_exhausted))) pm_counter refused_bar1_exhausted
+check $S refusal_bar1_counted equals $((2 + $(model_refusals refused_bar1_exhausted))) pm_counter refused_bar1_exhausted
 check $S refusal_not_pci_counted equals 1 pm_counter refused_not_pci
 check $S refusal_dma_map_counted equals 1 pm_counter refused_dma_map_failed
 check $S refusal_bad_range_counted equals 1 pm_counter refused_bad_range
+# A pin failure other than BAR1 exhaustion is counted under its own reason (the
+# suite injected one EIO, the model its own).
+check $S refusal_pin_failed_counted equals $((1 + $(model_refusals refused_pin_failed))) pm_counter refused_pin_failed
+check $S sg_lists_freed_persistent equals 0 pm_counter sg_lists_now
 
 # A live registration holds a module reference: rmmod fails at once (the kernel
 # answers EWOULDBLOCK for a module in use) rather than blocking in the core's
@@ -66,6 +71,38 @@ load peermem persistent_api_support=0
 # STRESS_ARGS: fewer stress rounds on slow kernels (scripts/test-debug sets it).
 load peermem_test_callback ${STRESS_ARGS:-}
 unload peermem_test_callback
+check $S sg_lists_freed_callback equals 0 pm_counter sg_lists_now
+# An invalidated registration frees its SG list at release, although the core zeroed
+# its sg_table when it was invalidated (docs/abi.md 2.5): peermem frees from its own
+# record. sg_lists_now counts the SG lists peermem built and has not freed.
+echo "alloc 2097152" > $nvctl
+va=$(awk '{ print $2 }' $nvctl)
+echo "reg $va 2097152" > $corectl
+id=$(awk '$1 == "id" { print $2 }' $corectl)
+check $S sg_list_counted equals 1 pm_counter sg_lists_now
+inv=$(pm_counter invalidations)
+echo "free $va" > $nvctl
+check $S freed_memory_invalidates_the_registration equals $((inv + 1)) pm_counter invalidations
+echo "dereg $id" > $corectl
+check $S invalidated_registration_frees_its_sg_list equals 0 pm_counter sg_lists_now
+echo exit > $nvctl
+# A registration deregistered by another process (a child of the owner; a kworker
+# after an HCA reset): nvidia.ko's put_pages does not find the callback pin from
+# there, returns 0 and keeps it with its callback (docs/abi.md 1.4b). peermem does not
+# put it from there: it leaves the pin to that callback, keeping its data and a module
+# reference until it runs.
+puts=$(nv_counter puts_not_owner)
+echo "alloc 1048576" > $nvctl
+va=$(awk '{ print $2 }' $nvctl)
+echo "reg $va 1048576" > $corectl
+id=$(awk '$1 == "id" { print $2 }' $corectl)
+sh -c "echo 'dereg $id' > $corectl"
+check $S orphaned_pin_not_put_from_another_process equals "$puts" nv_counter puts_not_owner
+check $S orphaned_pin_stays_pinned equals 1 nv_counter pins_live
+check $S orphaned_pin_holds_a_module_reference equals 1 cat /sys/module/peermem/refcnt
+echo exit > $nvctl
+check $S orphaned_pin_ends_with_its_callback equals 0 nv_counter pins_live
+check $S orphaned_pin_reference_dropped equals 0 cat /sys/module/peermem/refcnt
 unload peermem
 check $S nothing_leaked_callback clean
 
