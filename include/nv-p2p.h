@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
  * The NVIDIA kernel P2P ABI exported by nvidia.ko (open kernel modules), as peermem
- * uses it. Written by the peermem project from its ABI facts sheet, section 1
+ * uses it. Written by the peermem project from its docs/abi.md, section 1
  * ("The NVIDIA kernel P2P API"); x86_64 LP64 layouts.
  */
 #ifndef PEERMEM_NV_P2P_H
@@ -9,7 +9,7 @@
 
 #include "peermem_types.h"
 
-/* Struct versions: major in the upper 16 bits, minor in the lower 16 (facts 1.2). */
+/* Struct versions: major in the upper 16 bits, minor in the lower 16 (docs/abi.md 1.2). */
 #define NVIDIA_P2P_PAGE_TABLE_VERSION_R515 0x00010002u /* drivers 515 - 575 */
 #define NVIDIA_P2P_PAGE_TABLE_VERSION_R580 0x00020000u /* drivers 580+, adds flags */
 #define NVIDIA_P2P_DMA_MAPPING_VERSION 0x00020003u     /* 515 onward */
@@ -17,11 +17,11 @@
 /* nvidia_p2p_page_table.flags bit 0 (page-table major 2 only). */
 #define NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE 0x1u
 
-/* nvidia_p2p_get_pages_persistent flags (facts 1.1). */
+/* nvidia_p2p_get_pages_persistent flags (docs/abi.md 1.1). */
 #define NVIDIA_P2P_FLAGS_DEFAULT 0u
 #define NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING 1u
 
-/* Page sizes (facts 1.3); drivers today always report 64 KiB. */
+/* Page sizes (docs/abi.md 1.3); drivers today always report 64 KiB. */
 enum nvidia_p2p_page_size_type {
 	NVIDIA_P2P_PAGE_SIZE_4KB = 0,
 	NVIDIA_P2P_PAGE_SIZE_64KB = 1,
@@ -64,7 +64,7 @@ struct nvidia_p2p_dma_mapping {
 	struct pci_dev *pci_dev;
 };
 
-/* The free (invalidation) callback's type (facts 1.4). */
+/* The free (invalidation) callback's type (docs/abi.md 1.4). */
 typedef void (*nvidia_p2p_free_callback_t)(void *data);
 
 int nvidia_p2p_get_pages(u64 p2p_token, u32 va_space_token, u64 virtual_address,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
  * The RDMA peer-memory client ABI of the MOFED / DOCA-OFED ib_core, as peermem uses
- * it. Written by the peermem project from its ABI facts sheet, section 2 ("The MOFED
+ * it. Written by the peermem project from its docs/abi.md, section 2 ("The MOFED
  * peer-memory core"); x86_64 LP64 layouts.
  */
 #ifndef PEERMEM_PEER_MEM_H

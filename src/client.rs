@@ -37,7 +37,7 @@ pub(crate) enum Strategy {
     Peermem,
     /// nvidia-peermem's way, for side-by-side benchmarks: a probe pin and unpin in
     /// acquire, the registration's own pin in get_pages, one SG entry per 64 KiB page,
-    /// no sharing (ABI facts 3).
+    /// no sharing (docs/abi.md 3).
     Reference,
 }
 

@@ -15,7 +15,7 @@ use crate::{
     stats::Stats,
 };
 
-/// The clients registered with the core (ABI facts section 3):
+/// The clients registered with the core (docs/abi.md section 3):
 /// - `persistent_api_support=1` (default): "nv_mem", persistent pins;
 /// - `persistent_api_support=0`: "nv_mem" with callback pins (INVALIDATE_UNMAPS, or a
 ///   plain invalidating client with `peerdirect_support=1`), and "nv_mem_nc" with

@@ -3,10 +3,10 @@
  * The C side of peermem: only what Rust cannot declare.
  *
  * - MODULE_VERSION: /sys/module/<name>/version, which applications read to detect
- *   GPUDirect RDMA (facts 4); Rust's module! has no version key.
+ *   GPUDirect RDMA (docs/abi.md 4); Rust's module! has no version key.
  * - Weak references to nvidia.ko's and ib_core's exports: the module loads without
  *   them, and its init names what is missing instead of the loader's bare
- *   "Unknown symbol" (toolchain.md, "Optional and diagnosable dependencies").
+ *   "Unknown symbol" (docs/architecture.md, "Symbols").
  * - Soft dependencies, so that modprobe loads the providers first.
  * - Per-reason rate limits for refusal messages (the kernel crate has none).
  */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! Safe wrapper of nvidia.ko's P2P API (ABI facts, section 1).
+//! Safe wrapper of nvidia.ko's P2P API (docs/abi.md, section 1).
 //!
 //! Everything above this module sees GPU pins as owned handles:
 //!
@@ -13,9 +13,9 @@
 //! The driver's rules that make this hard are enforced here, once:
 //!
 //! - inside the free callback only `free_page_table` / `free_dma_mapping` may be
-//!   called, never `put_pages` or `dma_unmap_pages` (facts 1.4);
+//!   called, never `put_pages` or `dma_unmap_pages` (docs/abi.md 1.4);
 //! - once the callback returns, the driver frees the page table and every DMA mapping
-//!   of it: no call on them may be in flight then or start afterwards (facts 1.1);
+//!   of it: no call on them may be in flight then or start afterwards (docs/abi.md 1.1);
 //! - `put_pages` after a callback is unsafe on drivers before 535.14, so it is never
 //!   made once the callback has started;
 //! - the callback's `data` must stay valid until both the put and any callback that
@@ -36,7 +36,7 @@ use kernel::{
 
 use crate::{bindings, device::PciFunction, glue::ModuleRef, range::GpuRange};
 
-/// Page-table versions this module reads: majors 1 (minor >= 2) and 2 (facts 1.2).
+/// Page-table versions this module reads: majors 1 (minor >= 2) and 2 (docs/abi.md 1.2).
 /// The fields read (version, page_size, pages, entries) sit at the same offsets in
 /// both.
 pub(crate) const fn page_table_version_ok(version: u32) -> bool {
@@ -49,7 +49,7 @@ pub(crate) const fn page_table_version_ok(version: u32) -> bool {
     }
 }
 
-/// DMA-mapping versions this module reads: major 2, minor >= 3 (facts 1.2).
+/// DMA-mapping versions this module reads: major 2, minor >= 3 (docs/abi.md 1.2).
 pub(crate) const fn dma_mapping_version_ok(version: u32) -> bool {
     let built = bindings::NVIDIA_P2P_DMA_MAPPING_VERSION;
     version >> 16 == built >> 16 && (version & 0xffff) >= (built & 0xffff)
@@ -275,7 +275,7 @@ impl NvP2p {
         // given back by whichever of put and callback ends last (see `PinState`).
         let data = Arc::into_raw(shared.clone()).cast_mut().cast::<c_void>();
         let mut table = core::ptr::null_mut();
-        // SAFETY: `get` is nvidia_p2p_get_pages (type invariant). Tokens are 0 (facts
+        // SAFETY: `get` is nvidia_p2p_get_pages (type invariant). Tokens are 0 (abi.md
         // 1.1); `table` is a valid out-pointer; `data` stays valid until the driver can
         // no longer call `free_callback::<T>` with it (`PinState` protocol).
         let ret = unsafe {
@@ -302,7 +302,7 @@ impl NvP2p {
 
     /// Pins `range` persistently: the memory stays allocated until the pin is dropped,
     /// even if the process frees it. Uses the persistent pair where the driver has
-    /// it, else `get_pages` with a NULL callback (drivers before 535.14, facts 1.1).
+    /// it, else `get_pages` with a NULL callback (drivers before 535.14, docs/abi.md 1.1).
     pub(crate) fn pin_persistent(&self, range: GpuRange) -> Result<GpuPin<NoCallback>, PinError> {
         let (kind, ret, table) = {
             let mut table = core::ptr::null_mut();
@@ -608,14 +608,14 @@ unsafe extern "C" fn free_callback<T: FreeHandler>(data: *mut c_void) {
         for m in st.mappings.drain_all() {
             if let Some(free) = shared.nv.syms.nv_free_dma_mapping {
                 // SAFETY: `m` is a live mapping of the table; freeing it is allowed
-                // inside the callback (facts 1.1), and nothing else uses it any more.
+                // inside the callback (docs/abi.md 1.1), and nothing else uses it any more.
                 unsafe { free(m.0) };
             }
         }
         if !table.0.is_null() {
             if let Some(free) = shared.nv.syms.nv_free_page_table {
                 // SAFETY: `table` is this pin's table; freeing it is the one thing the
-                // callback must do with it (facts 1.1).
+                // callback must do with it (docs/abi.md 1.1).
                 unsafe { free(table.0) };
             }
         }
@@ -828,7 +828,7 @@ mod tests {
 
     #[test]
     fn page_table_versions() {
-        // ABI facts 1.2: majors 1 (minor >= 2) and 2 are read; others are refused.
+        // docs/abi.md 1.2: majors 1 (minor >= 2) and 2 are read; others are refused.
         assert!(page_table_version_ok(0x0001_0002));
         assert!(page_table_version_ok(0x0002_0000));
         assert!(page_table_version_ok(0x0001_0003));

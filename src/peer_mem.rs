@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! Safe wrapper of the RDMA peer-memory core (ABI facts, section 2).
+//! Safe wrapper of the RDMA peer-memory core (docs/abi.md, section 2).
 //!
 //! A [`PeerClient`] is registered with [`Registration::register`]; the registration
 //! unregisters when dropped (which blocks until every region using the client has been
@@ -50,7 +50,7 @@ impl PeerCore {
     }
 }
 
-/// How a client takes part in invalidation (ABI facts 2.2, 2.4).
+/// How a client takes part in invalidation (docs/abi.md 2.2, 2.4).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum ClientKind {
     /// Never invalidates (persistent pins).
@@ -294,7 +294,7 @@ impl<T: PeerClient, const S: usize> Registration<T, S> {
         };
         copy_name(&mut client_ops.name, name)?;
         // The version string leaves its last byte alone: the core reads a non-zero last
-        // byte as "extended client" (facts 2.2).
+        // byte as "extended client" (docs/abi.md 2.2).
         copy_name(
             &mut client_ops.version[..bindings::IB_PEER_MEMORY_VER_MAX as usize - 1],
             version,
@@ -505,7 +505,7 @@ unsafe extern "C" fn dma_unmap<T: PeerClient>(
     if let Some(sg) = sg(sg_head) {
         c.client.dma_unmap(&c.ctx, sg);
     }
-    // The core requires 0 (facts 2.2).
+    // The core requires 0 (docs/abi.md 2.2).
     0
 }
 

@@ -3,10 +3,10 @@
 //! 64 KiB GPU page range arithmetic.
 //!
 //! nvidia.ko pins and maps GPU memory in 64 KiB pages and refuses an address or length
-//! that is not 64 KiB aligned with `-EINVAL` (abi-facts 1.1). An RDMA application
+//! that is not 64 KiB aligned with `-EINVAL` (docs/abi.md 1.1). An RDMA application
 //! registers whatever byte range it likes, so every registration is widened to the
 //! smallest 64 KiB-aligned range that covers it: the start rounded down, the end rounded
-//! up (abi-facts 3, "Alignment").
+//! up (docs/abi.md 3, "Alignment").
 //!
 //! This file depends on `core` only: the kernel module and the host tests
 //! (`tests/host`) compile the same source.
@@ -16,7 +16,7 @@ use core::fmt;
 /// log2 of the GPU page size.
 pub(crate) const GPU_PAGE_SHIFT: u32 = 16;
 
-/// The GPU page size: 64 KiB (abi-facts 1.3: drivers always report page-size enum 1).
+/// The GPU page size: 64 KiB (docs/abi.md 1.3: drivers always report page-size enum 1).
 pub(crate) const GPU_PAGE_SIZE: u64 = 1 << GPU_PAGE_SHIFT;
 
 const GPU_PAGE_MASK: u64 = GPU_PAGE_SIZE - 1;

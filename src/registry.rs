@@ -7,7 +7,7 @@
 //! range's start, within the same address space and mode, for at most [`SCAN`] pins:
 //! `O(log n + SCAN)` whatever the number of live pins. A covering pin further back is
 //! not found and the registration pins anew, which is always correct (overlapping pins
-//! are legal; the driver shares their BAR1 mappings, ABI facts 1.5). See
+//! are legal; the driver shares their BAR1 mappings, docs/abi.md 1.5). See
 //! docs/architecture.md, "Pin registry".
 
 use core::sync::atomic::{AtomicU64, Ordering};

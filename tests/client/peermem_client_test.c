@@ -8,13 +8,13 @@
  *
  * One source, one build per peermem mode (PEERMEM_TEST_MODE, see Kbuild); each build
  * expects peermem loaded in that mode by the plan (tests/qemu/plans/test.sh):
- *   persistent  peermem defaults: "nv_mem", persistent pins (ABI facts 3)
+ *   persistent  peermem defaults: "nv_mem", persistent pins (docs/abi.md 3)
  *   callback    persistent_api_support=0: "nv_mem" with callback pins and
  *               INVALIDATE_UNMAPS, plus "nv_mem_nc" with persistent pins
  *   peerdirect  persistent_api_support=0 peerdirect_support=1: "nv_mem" as a plain
  *               invalidating client (the core unmaps inside the invalidation)
  *   pre535      peermem defaults on the fake of a driver before 535.14 (no persistent
- *               pair: get_pages with a NULL callback, ABI facts 1.1)
+ *               pair: get_pages with a NULL callback, docs/abi.md 1.1)
  *
  * Every case ends by checking that neither fake saw a contract violation and that no
  * pin, DMA mapping or region is left.

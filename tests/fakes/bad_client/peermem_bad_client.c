@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
  * peermem_bad_client.ko: a P2P client that breaks the free-callback rules of ABI
- * facts 1.1 / 1.4 on purpose, to prove the fake nvidia.ko catches such bugs. Its
+ * docs/abi.md 1.1 / 1.4 on purpose, to prove the fake nvidia.ko catches such bugs. Its
  * KUnit cases pass when the fake counted exactly the expected violation, by name.
  */
 #include <kunit/test.h>

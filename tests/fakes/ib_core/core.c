@@ -85,7 +85,7 @@ struct fake_mr {
 	int nmap;
 	unsigned long page_size;
 	u64 reg_pages;
-	/* Trimming (ABI facts 2.4 step 5) and what it replaced. */
+	/* Trimming (docs/abi.md 2.4 step 5) and what it replaced. */
 	bool trimmed;
 	struct scatterlist *first, *last;
 	dma_addr_t first_dma;
@@ -262,7 +262,7 @@ static void mr_count_dereg(struct fake_mr *mr)
 	spin_unlock(&stats_lock);
 }
 
-/* Checks of the mapping after dma_map (ABI facts 2.2, 2.4), then trimming. */
+/* Checks of the mapping after dma_map (docs/abi.md 2.2, 2.4), then trimming. */
 static int mr_check_and_trim(struct fake_mr *mr)
 {
 	struct fake_client *c = mr->client;
@@ -794,7 +794,7 @@ void *ib_register_peer_memory_client(const struct peer_memory_client *client,
 	if (invalidate_out) {
 		*invalidate_out = fake_core_invalidate;
 		c->invalidating = true;
-		/* Extended only if version[15] != 0 and ex_size >= 148 (ABI facts 2.2). */
+		/* Extended only if version[15] != 0 and ex_size >= 148 (docs/abi.md 2.2). */
 		if (client->version[IB_PEER_MEMORY_VER_MAX - 1] &&
 		    ex->ex_size >= PEER_MEM_EX_MIN_SIZE)
 			c->unmaps = ex->flags & PEER_MEM_INVALIDATE_UNMAPS;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
  * KUnit suites of the fake peer-memory core: small test clients (good and
- * deliberately wrong) prove each rule of ABI facts 2.4 the fake enforces.
+ * deliberately wrong) prove each rule of docs/abi.md 2.4 the fake enforces.
  */
 #include <kunit/test.h>
 #include <linux/scatterlist.h>

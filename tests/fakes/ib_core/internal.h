@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
  * Private definitions of the fake peer-memory core: its own copy of the MOFED ABI
- * (ABI facts 2.1 and 2.2, checked at compile time) and hooks for its KUnit suites.
- * Written from the facts; never includes the project's include/ headers.
+ * (docs/abi.md 2.1 and 2.2, checked at compile time) and hooks for its KUnit suites.
+ * Written from docs/abi.md; never includes the project's include/ headers.
  */
 #ifndef PEERMEM_FAKE_IB_CORE_INTERNAL_H
 #define PEERMEM_FAKE_IB_CORE_INTERNAL_H
@@ -17,7 +17,7 @@
 struct sg_table;
 struct device;
 
-/* ABI facts 2.1 */
+/* docs/abi.md 2.1 */
 #define IB_PEER_MEMORY_NAME_MAX 64
 #define IB_PEER_MEMORY_VER_MAX 16
 #define PEER_MEM_INVALIDATE_UNMAPS BIT(0)
@@ -26,7 +26,7 @@ struct device;
 
 typedef int (*invalidate_peer_memory)(void *reg_handle, u64 core_context);
 
-/* ABI facts 2.2 */
+/* docs/abi.md 2.2 */
 struct peer_memory_client {
 	char name[IB_PEER_MEMORY_NAME_MAX];
 	char version[IB_PEER_MEMORY_VER_MAX];

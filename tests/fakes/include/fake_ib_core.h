@@ -4,7 +4,7 @@
  *
  * The fake exports ib_register_peer_memory_client / ib_unregister_peer_memory_client
  * (plain exports, as MOFED's ib_core) and drives registered clients exactly as ABI
- * facts section 2.4 describes, checking every rule a client must follow. This header
+ * docs/abi.md section 2.4 describes, checking every rule a client must follow. This header
  * is the extra surface (EXPORT_SYMBOL_GPL) test suites use: a stand-in for
  * ibv_reg_mr / ibv_dereg_mr, the HCA's DMA device, and counters.
  *

@@ -3,7 +3,7 @@
  * Test-control API of the fake nvidia.ko P2P provider (tests/fakes/nvidia).
  *
  * The fake exports the real nvidia_p2p_* symbols with the real signatures and
- * enforces the real driver's contracts (ABI facts section 1). This header is the
+ * enforces the real driver's contracts (docs/abi.md section 1). This header is the
  * extra surface that test suites (KUnit, in other modules) use to drive it: fake
  * processes and GPU allocations, knobs, error injection, pause points, counters.
  * All of it is EXPORT_SYMBOL_GPL from the fake.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
- * A fake nvidia.ko: the NVIDIA kernel P2P API (ABI facts section 1) over fake GPU
+ * A fake nvidia.ko: the NVIDIA kernel P2P API (docs/abi.md section 1) over fake GPU
  * memory, enforcing the real driver's contracts strictly so that client bugs show
  * up as counted, printed violations (never WARN/BUG: the test runner fails a run on
  * any WARN). Test-control API: tests/fakes/include/fake_nvidia.h.

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
  * KUnit suite of the fake nvidia.ko itself: every contract rule it enforces (ABI
- * facts section 1) is exercised here and asserted on real values, so that the fake
+ * docs/abi.md section 1) is exercised here and asserted on real values, so that the fake
  * is known to catch what it claims to catch. Runs at insertion (CONFIG_KUNIT=y).
  * Suite name: peermem_fake_nvidia (peermem_fake_nvidia_legacy in the legacy build).
  */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
- * The fake nvidia.ko's own definitions of the NVIDIA P2P ABI (ABI facts 1.2, 1.3),
- * written from the facts, with a compile-time check of every size and offset. The
+ * The fake nvidia.ko's own definitions of the NVIDIA P2P ABI (docs/abi.md 1.2, 1.3),
+ * written from docs/abi.md, with a compile-time check of every size and offset. The
  * fake never includes the project's include/ headers. Shared with
  * tests/fakes/bad_client.
  */
@@ -81,7 +81,7 @@ static_assert(offsetof(struct nvidia_p2p_dma_mapping, dma_addresses) == 16);
 static_assert(offsetof(struct nvidia_p2p_dma_mapping, private) == 24);
 static_assert(offsetof(struct nvidia_p2p_dma_mapping, pci_dev) == 32);
 
-/* The exported P2P API (ABI facts 1.1). */
+/* The exported P2P API (docs/abi.md 1.1). */
 int nvidia_p2p_get_pages(u64 p2p_token, u32 va_space_token, u64 virtual_address,
 			 u64 length, struct nvidia_p2p_page_table **page_table,
 			 void (*free_callback)(void *data), void *data);

@@ -50,7 +50,7 @@ check $S sg_lists_freed_persistent equals 0 pm_counter sg_lists_now
 
 # A live registration holds a module reference: rmmod fails at once (the kernel
 # answers EWOULDBLOCK for a module in use) rather than blocking in the core's
-# unregistration (ABI facts 3).
+# unregistration (docs/abi.md 3).
 echo "alloc 1048576" > $nvctl
 va=$(awk '{ print $2 }' $nvctl)
 echo "reg $va 1048576" > $corectl
@@ -116,7 +116,7 @@ check $S nothing_leaked_peerdirect clean
 check $S bad_parameter_refused expect_fail insmod /peermem/peermem.ko persistent_api_support=2
 check $S bad_parameter_explained logged "persistent_api_support=2 is invalid"
 
-# --- the drop-in name applications detect (ABI facts 4) ---
+# --- the drop-in name applications detect (docs/abi.md 4) ---
 load nvidia-peermem
 check $S dropin_version_file equals "$v" cat /sys/module/nvidia_peermem/version
 check $S doctor_sees_applications_detect_it expect_output "OK    app-detection" /peermem/peermem doctor
