@@ -201,13 +201,7 @@ unsafe extern "C" {
     pub fn peermem_pci_dev_put(pdev: *mut pci_dev);
 }
 unsafe extern "C" {
-    pub fn peermem_pci_dma_mask(pdev: *mut pci_dev) -> kernel::ffi::c_ulonglong;
-}
-unsafe extern "C" {
     pub fn peermem_pci_max_seg_size(pdev: *mut pci_dev) -> kernel::ffi::c_uint;
-}
-unsafe extern "C" {
-    pub fn peermem_pci_name(pdev: *mut pci_dev) -> *const kernel::ffi::c_char;
 }
 unsafe extern "C" {
     pub fn peermem_sg_build(

@@ -42,11 +42,8 @@ int peermem_ratelimit(unsigned int which);
 /* A reference on the PCI function behind @dev, or NULL when @dev is not PCI. */
 struct pci_dev *peermem_pci_dev_get(struct device *dev);
 void peermem_pci_dev_put(struct pci_dev *pdev);
-/* The PCI function's DMA mask and maximum DMA segment size. */
-u64 peermem_pci_dma_mask(struct pci_dev *pdev);
+/* The PCI function's maximum DMA segment size. */
 unsigned int peermem_pci_max_seg_size(struct pci_dev *pdev);
-/* Its name ("0000:00:03.0"), for messages. */
-const char *peermem_pci_name(struct pci_dev *pdev);
 
 /*
  * Fills an empty (zeroed) sg_table with @n DMA-mapped entries: entry i has DMA address

@@ -7,24 +7,38 @@
 //! that pin for the registration; `get_pages` only checks it. In callback mode a
 //! registration covered by a live pin of the same address space reuses it. See
 //! docs/pin-state-machine.md for the states and the lock order.
+//!
+//! Files: `user` (one registration and its invalidation), `shared_pin` (a pin and the
+//! registrations it serves), `sg` (the SG list of a registration). Tests: the KUnit
+//! suite `peermem_sg` (`client/sg.rs`); the client's behaviour against the fakes is
+//! tested by the suites in `tests/client` (peermem_client_<mode>, peermem_model_<mode>,
+//! peermem_faults) and the plan's scenarios (docs/testing.md).
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::Ordering;
 
 use kernel::{
     mm::Mm,
     new_mutex,
     prelude::*,
-    sync::{aref::ARef, Arc, Mutex, SetOnce},
+    sync::{aref::ARef, Arc, SetOnce},
 };
 
 use crate::{
-    glue::ModuleRef,
-    nv_p2p::{DmaMapping, FreeHandler, GpuPin, NoCallback, NvP2p, PinError},
+    nv_p2p::{NvP2p, PinError},
     peer_mem::{ClientKind, DmaDevice, Invalidator, PeerClient, SgHead, SgList},
     range::{GpuRange, GPU_PAGE_SIZE},
-    registry::{Entry, Mode, PinKey, Registry, SpaceId},
+    registry::{Mode, Registry, SpaceId},
     stats::{Refusal, Stats},
 };
+
+mod sg;
+mod shared_pin;
+mod user;
+
+use sg::sg_entries;
+pub(crate) use shared_pin::SharedPin;
+use shared_pin::{Mapping, PinHandle, PinUsers, Users};
+use user::User;
 
 /// The registry of this module's pins.
 pub(crate) type Pins = Registry<SharedPin>;
@@ -41,156 +55,6 @@ pub(crate) enum Strategy {
     Reference,
 }
 
-/// No core_context yet (`get_pages` not called).
-const NO_CONTEXT: u64 = u64::MAX;
-
-/// The largest SG entry: lengths are 32-bit; stay 64 KiB aligned below 4 GiB.
-const MAX_SG_ENTRY: u64 = (u32::MAX as u64) & !(GPU_PAGE_SIZE - 1);
-
-/// A GPU pin of either mode.
-enum PinHandle {
-    Callback(GpuPin<PinUsers>),
-    Persistent(GpuPin<NoCallback>),
-}
-
-/// A DMA mapping of either mode.
-enum Mapping {
-    Callback(DmaMapping<PinUsers>),
-    Persistent(DmaMapping<NoCallback>),
-}
-
-impl Mapping {
-    fn addresses(&self) -> &[u64] {
-        match self {
-            Mapping::Callback(m) => m.addresses(),
-            Mapping::Persistent(m) => m.addresses(),
-        }
-    }
-
-    fn forget_addresses(&mut self) {
-        match self {
-            Mapping::Callback(m) => m.forget_addresses(),
-            Mapping::Persistent(m) => m.forget_addresses(),
-        }
-    }
-}
-
-/// A live GPU pin, shared by the registrations it covers.
-pub(crate) struct SharedPin {
-    space: SpaceId,
-    key: SetOnce<PinKey>,
-    /// Keeps the `mm_struct` (the key's address) from being reused while linked.
-    _mm: ARef<Mm>,
-    handle: PinHandle,
-    stats: Arc<Stats>,
-}
-
-impl SharedPin {
-    fn range(&self) -> GpuRange {
-        match &self.handle {
-            PinHandle::Callback(p) => p.range(),
-            PinHandle::Persistent(p) => p.range(),
-        }
-    }
-
-    fn users(&self) -> Option<&PinUsers> {
-        match &self.handle {
-            PinHandle::Callback(p) => Some(p.handler()),
-            PinHandle::Persistent(_) => None,
-        }
-    }
-
-    fn is_freed(&self) -> bool {
-        match &self.handle {
-            PinHandle::Callback(p) => p.is_freed(),
-            PinHandle::Persistent(p) => p.is_freed(),
-        }
-    }
-
-    /// The registry key, once linked.
-    pub(crate) fn key(&self) -> Option<PinKey> {
-        self.key.copy()
-    }
-
-    /// Writes the pin's line of the debugfs `pins` file.
-    pub(crate) fn describe(
-        &self,
-        key: &PinKey,
-        salt: u64,
-        f: &mut core::fmt::Formatter<'_>,
-    ) -> core::fmt::Result {
-        let r = self.range();
-        let (users, mode) = match self.users() {
-            Some(u) => (u.users.lock().list.len(), "callback"),
-            None => (1, "persistent"),
-        };
-        writeln!(
-            f,
-            "{} {} {} {:#x} {:#x} {} {} {} {:016x}",
-            key.id(),
-            self.space.tgid,
-            mode,
-            r.start(),
-            r.end(),
-            r.len(),
-            users,
-            if self.is_freed() { "freed" } else { "live" },
-            self.space.display_id(salt)
-        )
-    }
-}
-
-impl Entry for SharedPin {
-    fn range(&self) -> GpuRange {
-        SharedPin::range(self)
-    }
-
-    fn usable(&self) -> bool {
-        self.users().is_some_and(|u| !u.users.lock().dead) && !self.is_freed()
-    }
-}
-
-impl Drop for SharedPin {
-    fn drop(&mut self) {
-        self.stats.unpinned(self.range().len());
-    }
-}
-
-/// The registrations using a callback pin: its free handler.
-pub(crate) struct PinUsers {
-    client: Arc<ClientShared>,
-    key: SetOnce<PinKey>,
-    users: Pin<KBox<Mutex<Users>>>,
-}
-
-struct Users {
-    /// The memory is being freed: no new user, nothing to share.
-    dead: bool,
-    /// Every user that acquired the pin and was not released, with its room reserved
-    /// at attach time: the free callback takes the list without allocating.
-    list: KVec<Arc<User>>,
-}
-
-impl FreeHandler for PinUsers {
-    fn on_free(&self) {
-        let list = {
-            let mut u = self.users.lock();
-            u.dead = true;
-            core::mem::take(&mut u.list)
-        };
-        self.client
-            .stats
-            .free_callbacks
-            .fetch_add(1, Ordering::Relaxed);
-        if let Some(key) = self.key.copy() {
-            drop(self.client.pins.remove(&key));
-        }
-        for user in list.iter() {
-            user.invalidate();
-        }
-    }
-}
-
 /// What every part of a client shares.
 struct ClientShared {
     nv: NvP2p,
@@ -200,128 +64,6 @@ struct ClientShared {
     pins: Arc<Pins>,
     stats: Arc<Stats>,
     invalidator: SetOnce<Invalidator>,
-}
-
-/// One registration (the core's client context).
-#[pin_data]
-pub(crate) struct User {
-    client: Arc<ClientShared>,
-    /// Every live registration holds the module: rmmod fails with "in use" instead
-    /// of blocking in the core's unregistration (abi.md 3).
-    _module: ModuleRef,
-    addr: u64,
-    len: u64,
-    range: GpuRange,
-    /// Why the pin failed in `acquire` (reported by `get_pages`).
-    error: Option<Error>,
-    core_context: AtomicU64,
-    #[pin]
-    state: Mutex<UserState>,
-    #[pin]
-    gate: Mutex<Gate>,
-}
-
-struct UserState {
-    pin: Option<Arc<SharedPin>>,
-    mapping: Option<Mapping>,
-    /// The core's table and the SG list installed in it: freed from this record,
-    /// since the core zeroes its table after an invalidation (abi.md 2.5).
-    sg: Option<(SgHead, SgList)>,
-}
-
-/// Held around an invalidation and around release, so that the two never overlap.
-///
-/// Never taken by `dma_unmap`/`put_pages`: the core may call those under a region's
-/// mapping lock (after a failed `dma_map`, with the region still findable), while an
-/// invalidation holding the gate waits for that lock (abi.md 2.5).
-struct Gate {
-    released: bool,
-    invalidated: bool,
-}
-
-impl User {
-    fn new(
-        client: &Arc<ClientShared>,
-        addr: u64,
-        len: u64,
-        range: GpuRange,
-        pin: Option<Arc<SharedPin>>,
-        error: Option<Error>,
-    ) -> Result<Arc<User>> {
-        Arc::pin_init(
-            pin_init!(User {
-                client: client.clone(),
-                _module: ModuleRef::new(),
-                addr,
-                len,
-                range,
-                error,
-                core_context: AtomicU64::new(NO_CONTEXT),
-                state <- new_mutex!(UserState { pin, mapping: None, sg: None }, "peermem_user_state"),
-                gate <- new_mutex!(Gate { released: false, invalidated: false }, "peermem_user_gate"),
-            }),
-            GFP_KERNEL,
-        )
-    }
-
-    /// Invalidates the registration through the core (from the free callback): once,
-    /// and never after its release.
-    fn invalidate(&self) {
-        let cc = self.core_context.load(Ordering::Acquire);
-        if cc == NO_CONTEXT {
-            // Not past get_pages: it sees the pin dead and fails.
-            return;
-        }
-        let mut gate = self.gate.lock();
-        if gate.released || gate.invalidated {
-            return;
-        }
-        gate.invalidated = true;
-        if let Some(inv) = self.client.invalidator.as_ref() {
-            match inv.invalidate(cc) {
-                Ok(()) => {
-                    self.client
-                        .stats
-                        .invalidations
-                        .fetch_add(1, Ordering::Relaxed);
-                }
-                Err(e) => pr_warn!("invalidation of core context {} failed: {:?}\n", cc, e),
-            }
-        }
-        if self.client.kind == ClientKind::InvalidateUnmaps {
-            // The core will not unmap an invalidated region: unmap it now. The driver
-            // frees the DMA mapping itself once the callback returns. The SG list
-            // stays until dma_unmap, put_pages or release: when deregistration won
-            // the race, the core still restores its trimmed entries and unmaps.
-            // Taken under the state lock, so that exactly one of this and the core's
-            // dma_unmap drops it.
-            let mapping = self.state.lock().mapping.take();
-            drop(mapping);
-        }
-        drop(gate);
-    }
-
-    /// Frees an SG list this registration built.
-    fn free_sg(&self, sg: Option<(SgHead, SgList)>) {
-        if let Some((mut head, list)) = sg {
-            head.uninstall(&list);
-            drop(list);
-            self.client
-                .stats
-                .sg_lists_now
-                .fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-
-    /// Drops the DMA mapping and frees the SG list.
-    fn teardown(&self) {
-        let (mapping, sg) = {
-            let mut st = self.state.lock();
-            (st.mapping.take(), st.sg.take())
-        };
-        drop(mapping);
-        self.free_sg(sg);
-    }
 }
 
 /// A peer-memory client of one mode.
@@ -542,41 +284,6 @@ fn current_space() -> Option<(SpaceId, ARef<Mm>)> {
     Some((id, mm))
 }
 
-/// Builds the SG entries of `range` (inside the pin's `pin_range`) from the pin's DMA
-/// addresses: contiguous pages merge, up to `max_seg` bytes (and below 4 GiB).
-fn sg_entries(
-    addrs: &[u64],
-    pin_range: GpuRange,
-    range: GpuRange,
-    max_seg: u64,
-) -> Result<(KVec<u64>, KVec<u32>)> {
-    let first = pin_range.page_index(range.start()).ok_or(EINVAL)? as usize;
-    let n = range.pages() as usize;
-    let pages = addrs.get(first..first + n).ok_or(EINVAL)?;
-    let cap = max_seg.clamp(GPU_PAGE_SIZE, MAX_SG_ENTRY) & !(GPU_PAGE_SIZE - 1);
-    let mut dma = KVec::new();
-    let mut len: KVec<u32> = KVec::new();
-    let mut cur: Option<(u64, u64)> = None;
-    for &a in pages {
-        cur = match cur {
-            Some((start, l)) if start.checked_add(l) == Some(a) && l + GPU_PAGE_SIZE <= cap => {
-                Some((start, l + GPU_PAGE_SIZE))
-            }
-            Some((start, l)) => {
-                dma.push(start, GFP_KERNEL)?;
-                len.push(l as u32, GFP_KERNEL)?;
-                Some((a, GPU_PAGE_SIZE))
-            }
-            None => Some((a, GPU_PAGE_SIZE)),
-        };
-    }
-    if let Some((start, l)) = cur {
-        dma.push(start, GFP_KERNEL)?;
-        len.push(l as u32, GFP_KERNEL)?;
-    }
-    Ok((dma, len))
-}
-
 impl PeerClient for Client {
     type Context = Arc<User>;
 
@@ -641,7 +348,7 @@ impl PeerClient for Client {
         Ok(())
     }
 
-    fn dma_map(&self, user: &Arc<User>, mut sg: SgHead, dev: DmaDevice) -> Result<u32> {
+    fn dma_map(&self, user: &Arc<User>, mut sg: SgHead, dev: DmaDevice<'_>) -> Result<u32> {
         let stats = &self.shared.stats;
         let refuse = |why, e| stats.refuse(why, user.addr, user.len, e);
         let peer = dev

@@ -75,19 +75,9 @@ void peermem_pci_dev_put(struct pci_dev *pdev)
 	pci_dev_put(pdev);
 }
 
-u64 peermem_pci_dma_mask(struct pci_dev *pdev)
-{
-	return dma_get_mask(&pdev->dev);
-}
-
 unsigned int peermem_pci_max_seg_size(struct pci_dev *pdev)
 {
 	return dma_get_max_seg_size(&pdev->dev);
-}
-
-const char *peermem_pci_name(struct pci_dev *pdev)
-{
-	return pci_name(pdev);
 }
 
 int peermem_sg_build(struct sg_table *sgt, const u64 *dma, const u32 *len, unsigned int n)

@@ -69,6 +69,8 @@ impl GpuRange {
         })
     }
 
+    // Used by the tests only (KUnit suites, host sweeps).
+    #[cfg(any(test, peermem_kunit))]
     /// Returns the range `[start, start + len)` when both are 64 KiB aligned, the length
     /// is not zero and the end fits in 64 bits; `None` otherwise.
     pub(crate) fn aligned(start: u64, len: u64) -> Option<Self> {
@@ -100,11 +102,15 @@ impl GpuRange {
         self.len() >> GPU_PAGE_SHIFT
     }
 
+    // Used by the tests only (KUnit suites, host sweeps).
+    #[cfg(any(test, peermem_kunit))]
     /// Whether `other` lies entirely inside `self`.
     pub(crate) fn contains(&self, other: &Self) -> bool {
         self.start <= other.start && other.end <= self.end
     }
 
+    // Used by the tests only (KUnit suites, host sweeps).
+    #[cfg(any(test, peermem_kunit))]
     /// Whether the two ranges share at least one page.
     pub(crate) fn overlaps(&self, other: &Self) -> bool {
         self.start < other.end && other.start < self.end
@@ -119,7 +125,7 @@ impl GpuRange {
     }
 }
 
-#[cfg(CONFIG_KUNIT = "y")]
+#[cfg(peermem_kunit)]
 #[kernel::prelude::kunit_tests(peermem_range)]
 mod tests {
     use super::*;

@@ -164,6 +164,7 @@ impl<V: Entry> Registry<V> {
     }
 }
 
+#[cfg(peermem_kunit)]
 #[kunit_tests(peermem_registry)]
 mod tests {
     use super::*;

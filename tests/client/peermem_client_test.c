@@ -87,6 +87,15 @@ static void env_end(struct env *e)
 	KUNIT_EXPECT_EQ(test, core.mrs_live, 0);
 }
 
+/* A backed allocation of @size bytes of the environment's process. */
+static u64 env_buffer(struct env *e, u64 size)
+{
+	u64 va = fake_nv_alloc(e->p, size, true);
+
+	KUNIT_ASSERT_NE(e->test, va, 0);
+	return va;
+}
+
 static struct fake_mr *reg_on(u64 addr, u64 len, struct device *dev, bool can_invalidate)
 {
 	struct fake_reg_opts o = {
@@ -171,8 +180,7 @@ static void reg_small_large_unaligned(struct kunit *test)
 	u64 va, n;
 
 	env_begin(test, &e);
-	va = fake_nv_alloc(e.p, 4 * SZ_1M, true);
-	KUNIT_ASSERT_NE(test, va, 0);
+	va = env_buffer(&e, 4 * SZ_1M);
 
 	/* Small and unaligned: one page. */
 	n = pins_total();
@@ -208,8 +216,7 @@ static void zero_length_and_overflow_are_refused(struct kunit *test)
 	u64 va, n;
 
 	env_begin(test, &e);
-	va = fake_nv_alloc(e.p, SZ_1M, true);
-	KUNIT_ASSERT_NE(test, va, 0);
+	va = env_buffer(&e, SZ_1M);
 	n = pins_total();
 	mr = reg(va, 0);
 	KUNIT_EXPECT_TRUE(test, IS_ERR(mr));
@@ -229,8 +236,7 @@ static void disjoint_registrations_pin_once_each(struct kunit *test)
 	int i;
 
 	env_begin(test, &e);
-	va = fake_nv_alloc(e.p, ARRAY_SIZE(mr) * P64K, true);
-	KUNIT_ASSERT_NE(test, va, 0);
+	va = env_buffer(&e, ARRAY_SIZE(mr) * P64K);
 	n = pins_total();
 	for (i = 0; i < ARRAY_SIZE(mr); i++) {
 		mr[i] = reg(va + i * P64K + 8, P64K - 16);
@@ -275,8 +281,7 @@ static void bar1_exhaustion_is_enomem(struct kunit *test)
 	u64 va;
 
 	env_begin(test, &e);
-	va = fake_nv_alloc(e.p, 8 * SZ_1M, true);
-	KUNIT_ASSERT_NE(test, va, 0);
+	va = env_buffer(&e, 8 * SZ_1M);
 	cfg = e.cfg0;
 	cfg.bar1_size = 40 * SZ_1M;
 	cfg.bar1_reserve = 36 * SZ_1M;	/* 4 MiB usable */
@@ -302,8 +307,7 @@ static void software_rdma_device_is_refused(struct kunit *test)
 	u64 va;
 
 	env_begin(test, &e);
-	va = fake_nv_alloc(e.p, SZ_1M, true);
-	KUNIT_ASSERT_NE(test, va, 0);
+	va = env_buffer(&e, SZ_1M);
 	sw = root_device_register("peermem_test_rxe");
 	KUNIT_ASSERT_FALSE(test, IS_ERR(sw));
 	mr = reg_on(va, SZ_64K, sw, true);
@@ -355,8 +359,7 @@ static void page_table_major_1_driver(struct kunit *test)
 	cfg = e.cfg0;
 	cfg.page_table_major = 1;
 	KUNIT_ASSERT_EQ(test, fake_nv_set_config(&cfg), 0);
-	va = fake_nv_alloc(e.p, SZ_1M, true);
-	KUNIT_ASSERT_NE(test, va, 0);
+	va = env_buffer(&e, SZ_1M);
 	mr = reg(va + 4096, SZ_256K);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
 	expect_dma_matches(test, &e, mr, va + 4096, SZ_256K);
@@ -408,8 +411,7 @@ static void process_exits_after_deregistration(struct kunit *test)
 	u64 va;
 
 	env_begin(test, &e);
-	va = fake_nv_alloc(e.p, SZ_1M, true);
-	KUNIT_ASSERT_NE(test, va, 0);
+	va = env_buffer(&e, SZ_1M);
 	mr = reg(va, SZ_1M);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
 	KUNIT_EXPECT_EQ(test, fake_core_mr_invalidations(mr), 0);
@@ -427,6 +429,38 @@ static void orch_core_locks_at_pause(struct job *j)
 	fake_nv_pause_release(pt);
 }
 
+static struct fake_mr *reg_job(u64 arg)
+{
+	return reg(arg, SZ_1M);
+}
+
+static struct fake_mr *dereg_job(u64 arg)
+{
+	fake_core_dereg_mr((struct fake_mr *)(uintptr_t)arg);
+	return NULL;
+}
+
+/*
+ * Runs @action(@arg) while a helper thread waits for it to park at the fake
+ * nvidia.ko's pause point @pt and counts the core's mapping locks held then: none
+ * may be. Returns what @action returned.
+ */
+static struct fake_mr *parked_at(struct kunit *test, int pt, struct fake_mr *(*action)(u64),
+				 u64 arg)
+{
+	struct job f = { .fn = orch_core_locks_at_pause, .len = pt };
+	u64 hits = fake_nv_pause_hits(pt);
+	struct fake_mr *ret;
+
+	fake_nv_pause_arm(pt);
+	KUNIT_ASSERT_EQ(test, job_start(&f), 0);
+	ret = action(arg);
+	KUNIT_ASSERT_TRUE(test, job_wait(&f));
+	KUNIT_EXPECT_EQ(test, f.ret, 0);
+	KUNIT_EXPECT_EQ(test, fake_nv_pause_hits(pt), hits + 1);
+	return ret;
+}
+
 /*
  * peermem pins in acquire and unpins at release, so nvidia.ko's pin lock is never
  * taken under a region's mapping lock (docs/pin-state-machine.md, lock order; the
@@ -434,32 +468,15 @@ static void orch_core_locks_at_pause(struct job *j)
  */
 static void pins_and_unpins_outside_the_core_mapping_lock(struct kunit *test)
 {
-	struct job f = { .fn = orch_core_locks_at_pause };
 	struct fake_mr *mr;
 	struct env e;
-	u64 va, hits;
+	u64 va;
 
 	env_begin(test, &e);
-	va = fake_nv_alloc(e.p, SZ_1M, true);
-	KUNIT_ASSERT_NE(test, va, 0);
-	f.len = FAKE_NV_PAUSE_GET_PAGES;
-	hits = fake_nv_pause_hits(FAKE_NV_PAUSE_GET_PAGES);
-	fake_nv_pause_arm(FAKE_NV_PAUSE_GET_PAGES);
-	KUNIT_ASSERT_EQ(test, job_start(&f), 0);
-	mr = reg(va, SZ_1M);		/* parks in nvidia_p2p_get_pages */
-	KUNIT_ASSERT_TRUE(test, job_wait(&f));
-	KUNIT_EXPECT_EQ(test, f.ret, 0);
-	KUNIT_EXPECT_EQ(test, fake_nv_pause_hits(FAKE_NV_PAUSE_GET_PAGES), hits + 1);
+	va = env_buffer(&e, SZ_1M);
+	mr = parked_at(test, FAKE_NV_PAUSE_GET_PAGES, reg_job, va);	/* in acquire */
 	KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
-
-	f.len = FAKE_NV_PAUSE_PUT_PAGES;
-	hits = fake_nv_pause_hits(FAKE_NV_PAUSE_PUT_PAGES);
-	fake_nv_pause_arm(FAKE_NV_PAUSE_PUT_PAGES);
-	KUNIT_ASSERT_EQ(test, job_start(&f), 0);
-	fake_core_dereg_mr(mr);		/* parks in put_pages, from release */
-	KUNIT_ASSERT_TRUE(test, job_wait(&f));
-	KUNIT_EXPECT_EQ(test, f.ret, 0);
-	KUNIT_EXPECT_EQ(test, fake_nv_pause_hits(FAKE_NV_PAUSE_PUT_PAGES), hits + 1);
+	parked_at(test, FAKE_NV_PAUSE_PUT_PAGES, dereg_job, (u64)(uintptr_t)mr); /* release */
 	env_end(&e);
 }
 
@@ -470,33 +487,37 @@ static void pins_and_unpins_outside_the_core_mapping_lock(struct kunit *test)
  * persistently), and with none left the application gets the core's EFAULT. Only
  * BAR1 exhaustion claims the range (ENOMEM).
  */
-static void pin_failure_other_than_bar1_is_not_mine(struct kunit *test)
+/* A registration of 1 MiB at @va whose pin fails with -@err. */
+static struct fake_mr *reg_with_pin_error(u64 va, int err)
 {
 	struct fake_mr *mr;
+
+	fake_nv_inject_pin_errors(1, err);
+	mr = reg(va, SZ_1M);
+	fake_nv_inject_pin_errors(0, 0);
+	return mr;
+}
+
+static void pin_failure_other_than_bar1_is_not_mine(struct kunit *test)
+{
 	struct env e;
-	u64 va;
+	struct fake_mr *eio, *enomem;
 
 	env_begin(test, &e);
-	va = fake_nv_alloc(e.p, SZ_1M, true);
-	KUNIT_ASSERT_NE(test, va, 0);
-	fake_nv_inject_pin_errors(1, EIO);
-	mr = reg(va, SZ_1M);
-	fake_nv_inject_pin_errors(0, 0);
+	eio = reg_with_pin_error(env_buffer(&e, SZ_1M), EIO);
+	enomem = reg_with_pin_error(env_buffer(&e, SZ_1M), ENOMEM);
 	if (CALLBACK_PINS) {
-		KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
-		KUNIT_EXPECT_STREQ(test, fake_core_mr_client(mr), "nv_mem_nc");
-		fake_core_dereg_mr(mr);
+		KUNIT_EXPECT_FALSE(test, IS_ERR(eio));
+		if (!IS_ERR(eio))
+			KUNIT_EXPECT_STREQ(test, fake_core_mr_client(eio), "nv_mem_nc");
 	} else {
-		KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(mr), -EFAULT);
-		if (!IS_ERR(mr))
-			fake_core_dereg_mr(mr);
+		KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(eio), -EFAULT);
 	}
-	fake_nv_inject_pin_errors(1, ENOMEM);
-	mr = reg(va, SZ_1M);
-	fake_nv_inject_pin_errors(0, 0);
-	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(mr), -ENOMEM);
-	if (!IS_ERR(mr))
-		fake_core_dereg_mr(mr);
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(enomem), -ENOMEM);
+	if (!IS_ERR(eio))
+		fake_core_dereg_mr(eio);
+	if (!IS_ERR(enomem))
+		fake_core_dereg_mr(enomem);
 	env_end(&e);
 }
 
@@ -523,8 +544,7 @@ static void covered_registration_reuses_the_pin(struct kunit *test)
 	u64 va, n, reused;
 
 	env_begin(test, &e);
-	va = fake_nv_alloc(e.p, SZ_2M, true);
-	KUNIT_ASSERT_NE(test, va, 0);
+	va = env_buffer(&e, SZ_2M);
 	n = pins_total();
 	big = reg(va, SZ_2M);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(big));
@@ -556,8 +576,7 @@ static void these_must_pin_anew(struct kunit *test)
 	u64 va, va2, n;
 
 	env_begin(test, &e);
-	va = fake_nv_alloc(e.p, SZ_1M, true);
-	KUNIT_ASSERT_NE(test, va, 0);
+	va = env_buffer(&e, SZ_1M);
 	a = reg(va, 4 * P64K);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(a));
 
@@ -617,8 +636,7 @@ static void free_invalidates_each_registration_once(struct kunit *test)
 	int i;
 
 	env_begin(test, &e);
-	va = fake_nv_alloc(e.p, SZ_1M, true);
-	KUNIT_ASSERT_NE(test, va, 0);
+	va = env_buffer(&e, SZ_1M);
 	mr[0] = reg(va, SZ_1M);			/* a pin */
 	mr[1] = reg(va + P64K, P64K);		/* covered: shares it */
 	mr[2] = reg(va + 3 * P64K, 2 * P64K);	/* covered: shares it */
@@ -914,8 +932,7 @@ static void deregistration_from_another_process_keeps_the_pin(struct kunit *test
 	u64 va;
 
 	env_begin(test, &e);
-	va = fake_nv_alloc(e.p, SZ_1M, true);
-	KUNIT_ASSERT_NE(test, va, 0);
+	va = env_buffer(&e, SZ_1M);
 	h.mr = reg(va, SZ_1M);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(h.mr));
 	KUNIT_ASSERT_EQ(test, job_start(&h), 0);
@@ -978,8 +995,7 @@ static void covered_registration_pins_anew(struct kunit *test)
 	u64 va, n;
 
 	env_begin(test, &e);
-	va = fake_nv_alloc(e.p, SZ_2M, true);
-	KUNIT_ASSERT_NE(test, va, 0);
+	va = env_buffer(&e, SZ_2M);
 	big = reg(va, SZ_2M);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(big));
 	n = pins_total();
@@ -1001,8 +1017,7 @@ static void memory_outlives_free_until_deregistration(struct kunit *test)
 	u64 va;
 
 	env_begin(test, &e);
-	va = fake_nv_alloc(e.p, SZ_1M, true);
-	KUNIT_ASSERT_NE(test, va, 0);
+	va = env_buffer(&e, SZ_1M);
 	mr = reg(va, SZ_1M);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
 	fake_nv_get_counters(&c);
@@ -1030,8 +1045,7 @@ static void old_driver_takes_the_null_callback_path(struct kunit *test)
 
 	env_begin(test, &e);
 	KUNIT_ASSERT_TRUE(test, fake_nv_is_pre_535());
-	va = fake_nv_alloc(e.p, SZ_1M, true);
-	KUNIT_ASSERT_NE(test, va, 0);
+	va = env_buffer(&e, SZ_1M);
 	mr = reg(va, SZ_1M);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
 	fake_nv_get_counters(&c);

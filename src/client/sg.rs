@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The SG entries of a registration, built from its pin's DMA addresses.
+
+use kernel::prelude::*;
+
+use crate::range::{GpuRange, GPU_PAGE_SIZE};
+
+/// The largest SG entry: lengths are 32-bit; stay 64 KiB aligned below 4 GiB.
+const MAX_SG_ENTRY: u64 = (u32::MAX as u64) & !(GPU_PAGE_SIZE - 1);
+
+/// Builds the SG entries of `range` (inside the pin's `pin_range`) from the pin's DMA
+/// addresses: contiguous pages merge, up to `max_seg` bytes (and below 4 GiB).
+pub(super) fn sg_entries(
+    addrs: &[u64],
+    pin_range: GpuRange,
+    range: GpuRange,
+    max_seg: u64,
+) -> Result<(KVVec<u64>, KVVec<u32>)> {
+    let first = pin_range.page_index(range.start()).ok_or(EINVAL)? as usize;
+    let n = range.pages() as usize;
+    let pages = addrs.get(first..first + n).ok_or(EINVAL)?;
+    let cap = max_seg.clamp(GPU_PAGE_SIZE, MAX_SG_ENTRY) & !(GPU_PAGE_SIZE - 1);
+    // Per-entry arrays of any length (a registration may span a whole BAR1): kvmalloc.
+    let mut dma = KVVec::new();
+    let mut len: KVVec<u32> = KVVec::new();
+    let mut cur: Option<(u64, u64)> = None;
+    for &a in pages {
+        cur = match cur {
+            Some((start, l)) if start.checked_add(l) == Some(a) && l + GPU_PAGE_SIZE <= cap => {
+                Some((start, l + GPU_PAGE_SIZE))
+            }
+            Some((start, l)) => {
+                dma.push(start, GFP_KERNEL)?;
+                len.push(l as u32, GFP_KERNEL)?;
+                Some((a, GPU_PAGE_SIZE))
+            }
+            None => Some((a, GPU_PAGE_SIZE)),
+        };
+    }
+    if let Some((start, l)) = cur {
+        dma.push(start, GFP_KERNEL)?;
+        len.push(l as u32, GFP_KERNEL)?;
+    }
+    Ok((dma, len))
+}
+
+#[cfg(peermem_kunit)]
+#[kunit_tests(peermem_sg)]
+mod tests {
+    use super::*;
+
+    const P: u64 = GPU_PAGE_SIZE;
+
+    fn range(start: u64, pages: u64) -> Result<GpuRange> {
+        GpuRange::aligned(start, pages * P).ok_or(EINVAL)
+    }
+
+    #[test]
+    fn contiguous_pages_merge() -> Result {
+        let pin = range(0x10_0000, 4)?;
+        let addrs = [
+            0x8000_0000,
+            0x8000_0000 + P,
+            0x8000_0000 + 2 * P,
+            0x8000_0000 + 3 * P,
+        ];
+        let (dma, len) = sg_entries(&addrs, pin, pin, 1 << 31)?;
+        assert_eq!(&dma[..], &[0x8000_0000]);
+        assert_eq!(&len[..], &[(4 * P) as u32]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_gap_starts_a_new_entry() -> Result {
+        let pin = range(0x10_0000, 3)?;
+        let addrs = [0x8000_0000, 0x8000_0000 + P, 0x9000_0000];
+        let (dma, len) = sg_entries(&addrs, pin, pin, 1 << 31)?;
+        assert_eq!(&dma[..], &[0x8000_0000, 0x9000_0000]);
+        assert_eq!(&len[..], &[(2 * P) as u32, P as u32]);
+        Ok(())
+    }
+
+    #[test]
+    fn no_entry_exceeds_the_peer_segment() -> Result {
+        let pin = range(0x10_0000, 5)?;
+        let addrs = [0, P, 2 * P, 3 * P, 4 * P];
+        // A 128 KiB segment limit: entries of two pages, then one.
+        let (dma, len) = sg_entries(&addrs, pin, pin, 2 * P)?;
+        assert_eq!(&dma[..], &[0, 2 * P, 4 * P]);
+        assert_eq!(&len[..], &[(2 * P) as u32, (2 * P) as u32, P as u32]);
+        // A limit below a page still gives whole pages; none reaches 4 GiB.
+        let (_, len) = sg_entries(&addrs, pin, pin, 100)?;
+        assert_eq!(len.len(), 5);
+        let (_, len) = sg_entries(&addrs, pin, pin, u64::MAX)?;
+        assert_eq!(&len[..], &[(5 * P) as u32]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_covered_range_takes_its_own_pages() -> Result {
+        let pin = range(0x10_0000, 4)?;
+        let addrs = [0x1000_0000, 0x2000_0000, 0x3000_0000, 0x4000_0000];
+        let (dma, len) = sg_entries(&addrs, pin, range(0x10_0000 + P, 2)?, 1 << 31)?;
+        assert_eq!(&dma[..], &[0x2000_0000, 0x3000_0000]);
+        assert_eq!(&len[..], &[P as u32, P as u32]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_range_outside_the_pin_is_refused() -> Result {
+        let pin = range(0x10_0000, 2)?;
+        let addrs = [0, P];
+        assert_eq!(
+            sg_entries(&addrs, pin, range(0x10_0000 + P, 2)?, 1 << 31).err(),
+            Some(EINVAL)
+        );
+        assert_eq!(
+            sg_entries(&addrs, pin, range(0, 1)?, 1 << 31).err(),
+            Some(EINVAL)
+        );
+        Ok(())
+    }
+}

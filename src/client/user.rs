@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! One registration: its pin, DMA mapping and SG list, and its invalidation.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use kernel::{
+    new_mutex,
+    prelude::*,
+    sync::{Arc, Mutex},
+};
+
+use super::{shared_pin::Mapping, ClientShared, SharedPin};
+use crate::{
+    glue::ModuleRef,
+    peer_mem::{ClientKind, SgHead, SgList},
+    range::GpuRange,
+};
+
+/// No core_context yet (`get_pages` not called).
+pub(super) const NO_CONTEXT: u64 = u64::MAX;
+
+/// One registration (the core's client context).
+#[pin_data]
+pub(crate) struct User {
+    pub(super) client: Arc<ClientShared>,
+    /// Every live registration holds the module: rmmod fails with "in use" instead
+    /// of blocking in the core's unregistration (abi.md 3).
+    pub(super) _module: ModuleRef,
+    pub(super) addr: u64,
+    pub(super) len: u64,
+    pub(super) range: GpuRange,
+    /// Why the pin failed in `acquire` (reported by `get_pages`).
+    pub(super) error: Option<Error>,
+    pub(super) core_context: AtomicU64,
+    #[pin]
+    pub(super) state: Mutex<UserState>,
+    #[pin]
+    pub(super) gate: Mutex<Gate>,
+}
+
+pub(super) struct UserState {
+    pub(super) pin: Option<Arc<SharedPin>>,
+    pub(super) mapping: Option<Mapping>,
+    /// The core's table and the SG list installed in it: freed from this record,
+    /// since the core zeroes its table after an invalidation (abi.md 2.5).
+    pub(super) sg: Option<(SgHead, SgList)>,
+}
+
+/// Held around an invalidation and around release, so that the two never overlap.
+///
+/// Never taken by `dma_unmap`/`put_pages`: the core may call those under a region's
+/// mapping lock (after a failed `dma_map`, with the region still findable), while an
+/// invalidation holding the gate waits for that lock (abi.md 2.5).
+pub(super) struct Gate {
+    pub(super) released: bool,
+    pub(super) invalidated: bool,
+}
+
+impl User {
+    pub(super) fn new(
+        client: &Arc<ClientShared>,
+        addr: u64,
+        len: u64,
+        range: GpuRange,
+        pin: Option<Arc<SharedPin>>,
+        error: Option<Error>,
+    ) -> Result<Arc<User>> {
+        Arc::pin_init(
+            pin_init!(User {
+                client: client.clone(),
+                _module: ModuleRef::new(),
+                addr,
+                len,
+                range,
+                error,
+                core_context: AtomicU64::new(NO_CONTEXT),
+                state <- new_mutex!(UserState { pin, mapping: None, sg: None }, "peermem_user_state"),
+                gate <- new_mutex!(Gate { released: false, invalidated: false }, "peermem_user_gate"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Invalidates the registration through the core (from the free callback): once,
+    /// and never after its release.
+    pub(super) fn invalidate(&self) {
+        let cc = self.core_context.load(Ordering::Acquire);
+        if cc == NO_CONTEXT {
+            // Not past get_pages: it sees the pin dead and fails.
+            return;
+        }
+        let mut gate = self.gate.lock();
+        if gate.released || gate.invalidated {
+            return;
+        }
+        gate.invalidated = true;
+        if let Some(inv) = self.client.invalidator.as_ref() {
+            // SAFETY: this registration's context is not released: `gate.released` is
+            // false, and `release` waits for the gate this holds.
+            match unsafe { inv.invalidate(cc) } {
+                Ok(()) => {
+                    self.client
+                        .stats
+                        .invalidations
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => pr_warn!("invalidation of core context {} failed: {:?}\n", cc, e),
+            }
+        }
+        if self.client.kind == ClientKind::InvalidateUnmaps {
+            // The core will not unmap an invalidated region: unmap it now. The driver
+            // frees the DMA mapping itself once the callback returns. The SG list
+            // stays until dma_unmap, put_pages or release: when deregistration won
+            // the race, the core still restores its trimmed entries and unmaps.
+            // Taken under the state lock, so that exactly one of this and the core's
+            // dma_unmap drops it.
+            let mapping = self.state.lock().mapping.take();
+            drop(mapping);
+        }
+        drop(gate);
+    }
+
+    /// Frees an SG list this registration built.
+    pub(super) fn free_sg(&self, sg: Option<(SgHead, SgList)>) {
+        if let Some((mut head, list)) = sg {
+            head.uninstall(&list);
+            drop(list);
+            self.client
+                .stats
+                .sg_lists_now
+                .fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Drops the DMA mapping and frees the SG list.
+    pub(super) fn teardown(&self) {
+        let (mapping, sg) = {
+            let mut st = self.state.lock();
+            (st.mapping.take(), st.sg.take())
+        };
+        drop(mapping);
+        self.free_sg(sg);
+    }
+}

@@ -1,0 +1,461 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! A GPU pin: its phases, the free callback, and the put (docs/pin-state-machine.md).
+
+use kernel::{
+    ffi::c_void,
+    new_condvar, new_mutex,
+    prelude::*,
+    sync::{Arc, ArcBorrow, CondVar, Mutex},
+};
+
+use super::{
+    abi::{check_page_table, driver_result},
+    NvP2p, Owner, PinError, PutPagesPersistentFn,
+};
+use crate::{bindings, glue::ModuleRef, range::GpuRange};
+
+impl NvP2p {
+    /// Pins `range` with a free callback: `handler` runs if the owning process frees
+    /// the memory before the pin is dropped. Must run in the owning process.
+    pub(crate) fn pin<T: FreeHandler>(
+        &self,
+        range: GpuRange,
+        handler: T,
+    ) -> Result<GpuPin<T>, PinError> {
+        let shared = Arc::pin_init(
+            PinShared::new(*self, range, PinKind::Callback, handler),
+            GFP_KERNEL,
+        )
+        .map_err(|_| PinError::NoMemory)?;
+        let get = self.get_pages;
+        // The driver's reference to `shared`, handed over as the callback's `data`;
+        // given back by whichever of put and callback ends last (see `PinState`).
+        let data = Arc::into_raw(shared.clone()).cast_mut().cast::<c_void>();
+        let mut table = core::ptr::null_mut();
+        // SAFETY: `get` is nvidia_p2p_get_pages (type invariant). Tokens are 0 (abi.md
+        // 1.1); `table` is a valid out-pointer; `data` stays valid until the driver can
+        // no longer call `free_callback::<T>` with it (`PinState` protocol).
+        let ret = unsafe {
+            get(
+                0,
+                0,
+                range.start(),
+                range.len(),
+                &mut table,
+                Some(free_callback::<T>),
+                data,
+            )
+        };
+        if let Err(e) = driver_result(ret) {
+            // The driver kept no reference: take back its `data` reference.
+            // SAFETY: `data` came from `Arc::into_raw` above and the driver failed, so
+            // it will never use it.
+            drop(unsafe { Arc::from_raw(data.cast::<PinShared<T>>()) });
+            return Err(PinError::Driver(e));
+        }
+        shared.adopt_table(table)?;
+        Ok(GpuPin { shared })
+    }
+
+    /// Pins `range` persistently: the memory stays allocated until the pin is dropped,
+    /// even if the process frees it. Uses the persistent pair where the driver has
+    /// it, else `get_pages` with a NULL callback (drivers before 535.14, docs/abi.md 1.1).
+    pub(crate) fn pin_persistent(&self, range: GpuRange) -> Result<GpuPin<NoCallback>, PinError> {
+        let (kind, ret, table) = {
+            let mut table = core::ptr::null_mut();
+            if let Some(api) = self.persistent {
+                // SAFETY: `api.get` is nvidia_p2p_get_pages_persistent (type invariant);
+                // `table` is a valid out-pointer; flags 0 is the default.
+                let ret = unsafe { (api.get)(range.start(), range.len(), &mut table, 0) };
+                (PinKind::Persistent(api.put), ret, table)
+            } else {
+                let get = self.get_pages;
+                // SAFETY: `get` is nvidia_p2p_get_pages (type invariant); without a
+                // callback the driver never uses `data`.
+                let ret = unsafe {
+                    get(
+                        0,
+                        0,
+                        range.start(),
+                        range.len(),
+                        &mut table,
+                        None,
+                        core::ptr::null_mut(),
+                    )
+                };
+                (PinKind::LegacyPersistent, ret, table)
+            }
+        };
+        driver_result(ret).map_err(PinError::Driver)?;
+        let shared = match Arc::pin_init(PinShared::new(*self, range, kind, NoCallback), GFP_KERNEL)
+        {
+            Ok(s) => s,
+            Err(_) => {
+                // SAFETY: `table` was just handed out for `range` by the call above and
+                // nothing else refers to it.
+                unsafe { self.raw_put(kind, range, table) };
+                return Err(PinError::NoMemory);
+            }
+        };
+        shared.adopt_table(table)?;
+        Ok(GpuPin { shared })
+    }
+
+    /// Unpins `table` with the put function of its kind.
+    ///
+    /// # Safety
+    ///
+    /// `table` was handed out by this driver for `range` with a pin of `kind`, and was
+    /// neither put nor torn down by a free callback.
+    unsafe fn raw_put(
+        &self,
+        kind: PinKind,
+        range: GpuRange,
+        table: *mut bindings::nvidia_p2p_page_table,
+    ) {
+        let ret = match kind {
+            PinKind::Persistent(put) => {
+                // SAFETY: `table` is a live persistent pin of `range` (the caller's
+                // guarantee), made by the pair `put` belongs to; flags must be 0.
+                unsafe { put(range.start(), table, 0) }
+            }
+            PinKind::Callback | PinKind::LegacyPersistent => {
+                // SAFETY: `table` is a live pin of `range` made by get_pages (the
+                // caller's guarantee); tokens are 0 as at get_pages.
+                unsafe { (self.put_pages)(0, 0, range.start(), table) }
+            }
+        };
+        if let Err(e) = driver_result(ret) {
+            pr_warn!(
+                "nvidia_p2p_put_pages of {:#x}+{:#x} failed: {:?}\n",
+                range.start(),
+                range.len(),
+                e
+            );
+        }
+    }
+}
+
+/// What runs when the owning process frees pinned memory.
+pub(crate) trait FreeHandler: Send + Sync + 'static {
+    /// Called from the driver's free callback, before the page table and its DMA
+    /// mappings are freed. It may sleep briefly; it must not wait for the GPU, and it
+    /// must not allocate. Every DMA mapping of the pin is dead once this returns.
+    fn on_free(&self);
+}
+
+/// The handler of persistent pins, which have no callback.
+pub(crate) struct NoCallback;
+
+impl FreeHandler for NoCallback {
+    fn on_free(&self) {}
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) enum PinKind {
+    /// `get_pages` with a free callback.
+    Callback,
+    /// The persistent pair; unpinned with its `put`.
+    Persistent(PutPagesPersistentFn),
+    /// `get_pages` with a NULL callback (drivers before 535.14).
+    LegacyPersistent,
+}
+
+/// Where a pin is in its life.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Phase {
+    /// `get_pages` returned; the table is live.
+    Live,
+    /// The owner started unpinning: `put_pages` is (about to be) in flight.
+    Putting,
+    /// `put_pages` returned.
+    Put,
+    /// Dropped by its owner's handle outside the owning process: not put (the
+    /// driver would not find it), left to the free callback, which still comes.
+    Orphaned,
+    /// A free callback started: the driver frees the table when it returns.
+    Freed,
+}
+
+/// A driver-owned pointer kept under the pin's lock.
+pub(super) struct Raw<T>(pub(super) *mut T);
+
+// SAFETY: the pointers are only used under the pin's lock, or by the one thread that
+// took them out of it, following the driver's rules for its objects.
+unsafe impl<T> Send for Raw<T> {}
+
+/// The mutable state of a pin.
+///
+/// # Invariants
+///
+/// - `table` is non-null only in `Live` and `Putting`, and during a callback until it
+///   has waited for `in_flight` to drop to zero.
+/// - `mappings` are live DMA mappings of `table`.
+/// - `in_flight` counts driver calls on `table` (map, unmap) not yet returned; none
+///   starts unless the phase is `Live` or `Putting`.
+pub(super) struct PinState {
+    pub(super) phase: Phase,
+    pub(super) table: Raw<bindings::nvidia_p2p_page_table>,
+    pub(super) mappings: KVec<Raw<bindings::nvidia_p2p_dma_mapping>>,
+    pub(super) in_flight: u32,
+    pub(super) callback_running: bool,
+    /// The task running the callback (compared, never dereferenced).
+    pub(super) callback_task: usize,
+    /// Whether the driver's `data` reference was given back.
+    pub(super) data_released: bool,
+    /// Held while the pin is orphaned: the module stays until its callback ran.
+    pub(super) orphan: Option<ModuleRef>,
+}
+
+impl PinState {
+    /// Whether the driver's `data` reference may be given back now: no callback is
+    /// running and none can start (put returned, or a callback already ran).
+    pub(super) fn take_data_release(&mut self) -> bool {
+        if self.data_released || self.callback_running {
+            return false;
+        }
+        if matches!(self.phase, Phase::Put | Phase::Freed) {
+            self.data_released = true;
+            return true;
+        }
+        false
+    }
+}
+
+/// What a pin handle and the driver's callback share.
+#[pin_data]
+pub(super) struct PinShared<T: FreeHandler> {
+    pub(super) nv: NvP2p,
+    pub(super) range: GpuRange,
+    pub(super) kind: PinKind,
+    /// The process that pinned (the caller of `NvP2p::pin`).
+    pub(super) owner: Owner,
+    #[pin]
+    pub(super) state: Mutex<PinState>,
+    #[pin]
+    pub(super) idle: CondVar,
+    pub(super) handler: T,
+}
+
+impl<T: FreeHandler> PinShared<T> {
+    fn new(nv: NvP2p, range: GpuRange, kind: PinKind, handler: T) -> impl PinInit<Self> {
+        pin_init!(Self {
+            nv,
+            range,
+            kind,
+            owner: Owner::current(),
+            state <- new_mutex!(PinState {
+                phase: Phase::Live,
+                table: Raw(core::ptr::null_mut()),
+                mappings: KVec::new(),
+                in_flight: 0,
+                callback_running: false,
+                callback_task: 0,
+                data_released: !matches!(kind, PinKind::Callback),
+                orphan: None,
+            }, "peermem_pin_state"),
+            idle <- new_condvar!("peermem_pin_idle"),
+            handler,
+        })
+    }
+
+    /// Takes the table `get_pages` returned, after checking it.
+    fn adopt_table(
+        self: &Arc<Self>,
+        table: *mut bindings::nvidia_p2p_page_table,
+    ) -> Result<(), PinError> {
+        let mut st = self.state.lock();
+        if st.phase == Phase::Freed {
+            // A callback ran between get_pages returning and now: the table is gone.
+            return Err(PinError::Freed);
+        }
+        // SAFETY: the driver just handed `table` out and cannot free it before a
+        // callback, which has not started (phase is `Live`, and callbacks change it
+        // under this lock before anything else).
+        let check = unsafe { check_page_table(table, self.range.pages()) };
+        if let Err(bad) = check {
+            st.phase = Phase::Putting;
+            drop(st);
+            pr_err!(
+                "nvidia.ko returned an unusable page table ({:?}); unpinning\n",
+                bad
+            );
+            if !table.is_null() {
+                // SAFETY: the table was handed out by this driver for `self.range` with
+                // a pin of `self.kind`, and no callback has started.
+                unsafe { self.nv.raw_put(self.kind, self.range, table) };
+            }
+            self.finish_put();
+            return Err(PinError::BadAnswer);
+        }
+        st.table = Raw(table);
+        Ok(())
+    }
+
+    /// Marks the put done and gives back the driver's reference if it is the last use.
+    fn finish_put(self: &Arc<Self>) {
+        let release = {
+            let mut st = self.state.lock();
+            st.phase = Phase::Put;
+            st.table = Raw(core::ptr::null_mut());
+            st.take_data_release()
+        };
+        if release {
+            // SAFETY: the driver's reference was created by `Arc::into_raw` in
+            // `NvP2p::pin`, and `take_data_release` returned true exactly once.
+            drop(unsafe { Arc::from_raw(Arc::as_ptr(self)) });
+        }
+    }
+
+    /// Starts a mapping call on the live table, with room reserved to record the
+    /// mapping; `EFAULT` once the pin is freed or put.
+    pub(super) fn begin_call(&self) -> Result<*mut bindings::nvidia_p2p_page_table> {
+        let mut st = self.state.lock();
+        if st.phase != Phase::Live || st.table.0.is_null() {
+            return Err(EFAULT);
+        }
+        st.mappings.reserve(1, GFP_KERNEL)?;
+        st.in_flight += 1;
+        Ok(st.table.0)
+    }
+
+    /// Ends a driver call; wakes a callback waiting for calls to drain.
+    pub(super) fn end_call(&self, st: &mut PinState) {
+        st.in_flight -= 1;
+        if st.in_flight == 0 {
+            self.idle.notify_all();
+        }
+    }
+}
+
+/// The driver's free callback for pins with handler `T`.
+///
+/// # Safety
+///
+/// Called by nvidia.ko with the `data` given to `nvidia_p2p_get_pages` in
+/// [`NvP2p::pin`]: a reference on a `PinShared<T>` that stays valid until the callback
+/// gives it back (`PinState` protocol).
+unsafe extern "C" fn free_callback<T: FreeHandler>(data: *mut c_void) {
+    // The whole callback runs under its own module reference: the holders of the
+    // module's other references (registrations, an orphaned pin) may let go of them
+    // while it runs. Declared first, dropped last.
+    let _module = ModuleRef::new();
+    // SAFETY: `data` is the driver's reference (the caller's guarantee); it is only
+    // given back below, after the last use of `shared`.
+    let shared: ArcBorrow<'_, PinShared<T>> = unsafe { ArcBorrow::from_raw(data.cast()) };
+    {
+        let mut st = shared.state.lock();
+        st.callback_running = true;
+        st.callback_task = kernel::task::Task::current_raw() as usize;
+        st.phase = Phase::Freed;
+    }
+    // No new driver call starts on the table from here on (`begin_call`).
+    shared.handler.on_free();
+
+    let release = {
+        let mut st = shared.state.lock();
+        // Calls that started before the phase changed must end before the driver frees
+        // the table, which it does as soon as this callback returns.
+        while st.in_flight > 0 {
+            shared.idle.wait(&mut st);
+        }
+        let table = core::mem::replace(&mut st.table, Raw(core::ptr::null_mut()));
+        for m in st.mappings.drain_all() {
+            // SAFETY: `m` is a live mapping of the table; freeing it is allowed inside
+            // the callback (docs/abi.md 1.1), and nothing else uses it any more.
+            unsafe { (shared.nv.free_dma_mapping)(m.0) };
+        }
+        if !table.0.is_null() {
+            // SAFETY: `table` is this pin's table; freeing it is the one thing the
+            // callback must do with it (docs/abi.md 1.1).
+            unsafe { (shared.nv.free_page_table)(table.0) };
+        }
+        st.callback_running = false;
+        st.callback_task = 0;
+        shared.idle.notify_all();
+        (st.take_data_release(), st.orphan.take())
+    };
+    let (release, _orphan) = release;
+    if release {
+        // SAFETY: the driver's reference came from `Arc::into_raw` in `NvP2p::pin` and
+        // `take_data_release` returned true exactly once; `shared` is not used after.
+        drop(unsafe { Arc::from_raw(data.cast::<PinShared<T>>().cast_const()) });
+    }
+}
+
+/// A pinned range of GPU memory.
+///
+/// Dropping it unpins, unless a free callback already tore the pin down.
+pub(crate) struct GpuPin<T: FreeHandler> {
+    pub(super) shared: Arc<PinShared<T>>,
+}
+
+impl<T: FreeHandler> GpuPin<T> {
+    /// The pinned range.
+    pub(crate) fn range(&self) -> GpuRange {
+        self.shared.range
+    }
+
+    /// The handler given at pin time.
+    pub(crate) fn handler(&self) -> &T {
+        &self.shared.handler
+    }
+
+    /// Whether a free callback has started: the memory is gone.
+    pub(crate) fn is_freed(&self) -> bool {
+        self.shared.state.lock().phase == Phase::Freed
+    }
+}
+
+impl<T: FreeHandler> Drop for GpuPin<T> {
+    fn drop(&mut self) {
+        let s = &self.shared;
+        let table = {
+            let mut st = s.state.lock();
+            if st.phase == Phase::Freed {
+                // The driver tore the pin down. A callback still running elsewhere may
+                // use what the owner is about to free: wait for it, unless this is that
+                // very callback dropping the last reference.
+                let me = kernel::task::Task::current_raw() as usize;
+                while st.callback_running && st.callback_task != me {
+                    s.idle.wait(&mut st);
+                }
+                return;
+            }
+            if st.phase != Phase::Live {
+                return;
+            }
+            if matches!(s.kind, PinKind::Callback) && Owner::current() != s.owner {
+                // Outside the owning process nvidia.ko would not find the pin and
+                // answer 0, keeping it and its callback (abi.md 1.4b). Leave it to
+                // that callback: the driver keeps its `data` reference, and the module
+                // stays loaded until the callback has run.
+                st.phase = Phase::Orphaned;
+                st.orphan = Some(ModuleRef::new());
+                drop(st);
+                if crate::glue::ratelimit(crate::stats::ORPHAN_RATELIMIT) {
+                    pr_info!(
+                        "GPU pin {:#x}+{:#x} released outside its process (tgid {}): it stays until that process frees the memory or exits\n",
+                        s.range.start(),
+                        s.range.len(),
+                        s.owner.tgid
+                    );
+                }
+                return;
+            }
+            st.phase = Phase::Putting;
+            // Owners drop their DMA mappings before the pin (the driver wants every
+            // mapping gone before put_pages); wait for unmaps still in flight.
+            while st.in_flight > 0 {
+                s.idle.wait(&mut st);
+            }
+            st.table.0
+        };
+        // SAFETY: the table is a live pin of `s.range` of kind `s.kind`: the phase was
+        // `Live` and is now `Putting`, so no callback started before and none will use
+        // the table after put_pages returns.
+        unsafe { s.nv.raw_put(s.kind, s.range, table) };
+        s.finish_put();
+    }
+}

@@ -1,0 +1,352 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The KUnit suite `peermem_nv_p2p`: versions, errno mapping, checks of the driver's
+//! answers, symbol resolution, and pins against a stub driver.
+
+use super::{
+    abi::*,
+    pin::{Phase, PinState, Raw},
+    *,
+};
+use crate::range::GpuRange;
+
+#[kunit_tests(peermem_nv_p2p)]
+mod suite {
+    use super::*;
+    use core::sync::atomic::{AtomicU32, Ordering};
+
+    #[test]
+    fn page_table_versions() {
+        // docs/abi.md 1.2: majors 1 (minor >= 2) and 2 are read; others are refused.
+        assert!(page_table_version_ok(0x0001_0002));
+        assert!(page_table_version_ok(0x0002_0000));
+        assert!(page_table_version_ok(0x0001_0003));
+        assert!(page_table_version_ok(0x0002_0001));
+        assert!(!page_table_version_ok(0x0001_0001));
+        assert!(!page_table_version_ok(0x0001_0000));
+        assert!(!page_table_version_ok(0x0003_0000));
+        assert!(!page_table_version_ok(0));
+        assert!(!page_table_version_ok(0xdead_0002));
+    }
+
+    #[test]
+    fn dma_mapping_versions() {
+        assert!(dma_mapping_version_ok(0x0002_0003));
+        assert!(dma_mapping_version_ok(0x0002_0004));
+        assert!(!dma_mapping_version_ok(0x0002_0002));
+        assert!(!dma_mapping_version_ok(0x0001_0003));
+        assert!(!dma_mapping_version_ok(0x0003_0003));
+    }
+
+    #[test]
+    fn driver_errnos_map_to_errors() {
+        assert_eq!(driver_result(0), Ok(()));
+        assert_eq!(driver_result(-22), Err(EINVAL));
+        assert_eq!(driver_result(-12), Err(ENOMEM));
+        assert_eq!(driver_result(-5), Err(EIO));
+        assert_eq!(driver_result(-16), Err(EBUSY));
+        assert_eq!(driver_result(-19), Err(ENODEV));
+        assert_eq!(driver_result(-524), Err(ENOTSUPP));
+        // Not an errno: a positive value, or beyond MAX_ERRNO.
+        assert_eq!(driver_result(1), Err(EIO));
+        assert_eq!(driver_result(-4096), Err(EIO));
+        assert_eq!(driver_result(c_int::MIN), Err(EIO));
+    }
+
+    /// A page table made by hand, as a driver would hand it out.
+    struct Table {
+        pages: KVec<bindings::nvidia_p2p_page>,
+        ptrs: KVec<*mut bindings::nvidia_p2p_page>,
+        raw: bindings::nvidia_p2p_page_table,
+    }
+
+    fn table(version: u32, n: u32) -> Result<KBox<Table>> {
+        let mut t = KBox::new(
+            Table {
+                pages: KVec::new(),
+                ptrs: KVec::new(),
+                raw: bindings::nvidia_p2p_page_table {
+                    version,
+                    page_size: bindings::nvidia_p2p_page_size_type_NVIDIA_P2P_PAGE_SIZE_64KB,
+                    pages: core::ptr::null_mut(),
+                    entries: n,
+                    gpu_uuid: core::ptr::null_mut(),
+                    flags: 0,
+                },
+            },
+            GFP_KERNEL,
+        )?;
+        for i in 0..n {
+            t.pages.push(
+                bindings::nvidia_p2p_page {
+                    physical_address: 0xe000_0000 + u64::from(i) * 0x1_0000,
+                    u: bindings::nvidia_p2p_page__bindgen_ty_1 {
+                        registers: bindings::nvidia_p2p_page__bindgen_ty_1__bindgen_ty_1 {
+                            request: [0; 3],
+                            reserved: [0; 3],
+                        },
+                    },
+                },
+                GFP_KERNEL,
+            )?;
+        }
+        for i in 0..n as usize {
+            let p: *mut bindings::nvidia_p2p_page = &mut t.pages[i];
+            t.ptrs.push(p, GFP_KERNEL)?;
+        }
+        t.raw.pages = t.ptrs.as_mut_ptr();
+        Ok(t)
+    }
+
+    fn check(t: &Table, pages: u64) -> Result<(), BadAnswer> {
+        // SAFETY: `t.raw` and the arrays it points to live as long as `t`.
+        unsafe { check_page_table(&t.raw, pages) }
+    }
+
+    #[test]
+    fn page_tables_are_checked() -> Result {
+        // SAFETY: a null pointer is allowed.
+        let null = unsafe { check_page_table(core::ptr::null(), 1) };
+        assert_eq!(null, Err(BadAnswer::Null));
+        let t = table(0x0002_0000, 4)?;
+        assert_eq!(check(&t, 4), Ok(()));
+        assert_eq!(check(&t, 3), Err(BadAnswer::Entries(4)));
+        let t = table(0x0001_0002, 2)?;
+        assert_eq!(check(&t, 2), Ok(()));
+        let t = table(0x0003_0000, 2)?;
+        assert_eq!(check(&t, 2), Err(BadAnswer::Version(0x0003_0000)));
+        let mut t = table(0x0002_0000, 2)?;
+        t.raw.page_size = bindings::nvidia_p2p_page_size_type_NVIDIA_P2P_PAGE_SIZE_4KB;
+        assert_eq!(check(&t, 2), Err(BadAnswer::PageSize(0)));
+        let mut t = table(0x0002_0000, 2)?;
+        t.ptrs[1] = core::ptr::null_mut();
+        assert_eq!(check(&t, 2), Err(BadAnswer::NullEntry));
+        t.raw.pages = core::ptr::null_mut();
+        assert_eq!(check(&t, 2), Err(BadAnswer::NullEntry));
+        Ok(())
+    }
+
+    #[test]
+    fn dma_mappings_are_checked_and_copied() -> Result {
+        let mut addrs = KVec::new();
+        for i in 0..3u64 {
+            addrs.push(0x1_0000_0000 + i * 0x1_0000, GFP_KERNEL)?;
+        }
+        let mut m = bindings::nvidia_p2p_dma_mapping {
+            version: bindings::NVIDIA_P2P_DMA_MAPPING_VERSION,
+            page_size_type: bindings::nvidia_p2p_page_size_type_NVIDIA_P2P_PAGE_SIZE_64KB,
+            entries: 3,
+            dma_addresses: addrs.as_mut_ptr(),
+            private: core::ptr::null_mut(),
+            pci_dev: core::ptr::null_mut(),
+        };
+        // SAFETY: `m` and `addrs` live across the calls.
+        let read = |m: &bindings::nvidia_p2p_dma_mapping, n| unsafe { read_dma_mapping(m, n) };
+        let copy = read(&m, 3).map_err(Error::from)?;
+        assert_eq!(&copy[..], &addrs[..]);
+        assert_eq!(read(&m, 4).err(), Some(BadAnswer::Entries(3)));
+        m.version = 0x0002_0002;
+        assert_eq!(read(&m, 3).err(), Some(BadAnswer::Version(0x0002_0002)));
+        m.version = bindings::NVIDIA_P2P_DMA_MAPPING_VERSION;
+        m.dma_addresses = core::ptr::null_mut();
+        assert_eq!(read(&m, 3).err(), Some(BadAnswer::NullEntry));
+        // SAFETY: a null pointer is allowed.
+        let null = unsafe { read_dma_mapping(core::ptr::null(), 1) };
+        assert_eq!(null.err(), Some(BadAnswer::Null));
+        Ok(())
+    }
+
+    use crate::glue::no_symbols;
+
+    // A stub driver: what its persistent get hands out is chosen per test.
+    static MODE: AtomicU32 = AtomicU32::new(0);
+    static PUTS: AtomicU32 = AtomicU32::new(0);
+    static mut BAD_TABLE: bindings::nvidia_p2p_page_table = bindings::nvidia_p2p_page_table {
+        version: 0x0009_0000,
+        page_size: 1,
+        pages: core::ptr::null_mut(),
+        entries: 1,
+        gpu_uuid: core::ptr::null_mut(),
+        flags: 0,
+    };
+
+    /// # Safety
+    ///
+    /// Called by the wrapper under test, with the pointers it passes to a driver.
+    unsafe extern "C" fn stub_get_persistent(
+        _va: u64,
+        _len: u64,
+        table: *mut *mut bindings::nvidia_p2p_page_table,
+        _flags: u32,
+    ) -> c_int {
+        let t = match MODE.load(Ordering::Relaxed) {
+            // Success, but no table.
+            0 => core::ptr::null_mut(),
+            // A table of an unknown version.
+            _ => core::ptr::addr_of_mut!(BAD_TABLE),
+        };
+        // SAFETY: the wrapper passes a valid out-pointer.
+        unsafe { *table = t };
+        0
+    }
+
+    /// # Safety
+    ///
+    /// Called by the wrapper under test, with the pointers it passes to a driver.
+    unsafe extern "C" fn stub_put_persistent(
+        _va: u64,
+        _table: *mut bindings::nvidia_p2p_page_table,
+        _flags: u32,
+    ) -> c_int {
+        PUTS.fetch_add(1, Ordering::Relaxed);
+        0
+    }
+
+    /// # Safety
+    ///
+    /// Called by the wrapper under test, with the pointers it passes to a driver.
+    unsafe extern "C" fn stub_get(
+        _t: u64,
+        _v: u32,
+        _va: u64,
+        _len: u64,
+        _table: *mut *mut bindings::nvidia_p2p_page_table,
+        _cb: bindings::nvidia_p2p_free_callback_t,
+        _data: *mut c_void,
+    ) -> c_int {
+        -12
+    }
+
+    /// # Safety
+    ///
+    /// Called by the wrapper under test, with the pointers it passes to a driver.
+    unsafe extern "C" fn stub_put(
+        _t: u64,
+        _v: u32,
+        _va: u64,
+        _table: *mut bindings::nvidia_p2p_page_table,
+    ) -> c_int {
+        0
+    }
+
+    /// # Safety
+    ///
+    /// Called by the wrapper under test, with the pointers it passes to a driver.
+    unsafe extern "C" fn stub_free_table(_t: *mut bindings::nvidia_p2p_page_table) -> c_int {
+        0
+    }
+
+    /// # Safety
+    ///
+    /// Called by the wrapper under test, with the pointers it passes to a driver.
+    unsafe extern "C" fn stub_map(
+        _p: *mut bindings::pci_dev,
+        _t: *mut bindings::nvidia_p2p_page_table,
+        _m: *mut *mut bindings::nvidia_p2p_dma_mapping,
+    ) -> c_int {
+        -5
+    }
+
+    /// # Safety
+    ///
+    /// Called by the wrapper under test, with the pointers it passes to a driver.
+    unsafe extern "C" fn stub_unmap(
+        _p: *mut bindings::pci_dev,
+        _t: *mut bindings::nvidia_p2p_page_table,
+        _m: *mut bindings::nvidia_p2p_dma_mapping,
+    ) -> c_int {
+        0
+    }
+
+    /// # Safety
+    ///
+    /// Called by the wrapper under test, with the pointers it passes to a driver.
+    unsafe extern "C" fn stub_free_map(_m: *mut bindings::nvidia_p2p_dma_mapping) -> c_int {
+        0
+    }
+
+    fn stub_driver(persistent: bool) -> bindings::peermem_symbols {
+        let mut s = no_symbols();
+        s.nv_get_pages = Some(stub_get);
+        s.nv_put_pages = Some(stub_put);
+        s.nv_free_page_table = Some(stub_free_table);
+        s.nv_dma_map_pages = Some(stub_map);
+        s.nv_dma_unmap_pages = Some(stub_unmap);
+        s.nv_free_dma_mapping = Some(stub_free_map);
+        if persistent {
+            s.nv_get_pages_persistent = Some(stub_get_persistent);
+            s.nv_put_pages_persistent = Some(stub_put_persistent);
+        }
+        s
+    }
+
+    #[test]
+    fn missing_symbols_are_named() {
+        assert_eq!(
+            NvP2p::new(&no_symbols()).err(),
+            Some(MissingSymbol("nvidia_p2p_get_pages"))
+        );
+        let mut s = stub_driver(false);
+        s.nv_dma_unmap_pages = None;
+        assert_eq!(
+            NvP2p::new(&s).err(),
+            Some(MissingSymbol("nvidia_p2p_dma_unmap_pages"))
+        );
+        // The persistent pair is optional (drivers before 535.14).
+        let nv = NvP2p::new(&stub_driver(false));
+        assert!(nv.as_ref().is_ok_and(|nv| !nv.has_persistent_api()));
+        let nv = NvP2p::new(&stub_driver(true));
+        assert!(nv.as_ref().is_ok_and(|nv| nv.has_persistent_api()));
+    }
+
+    #[test]
+    fn unusable_driver_answers_fail_cleanly() -> Result {
+        let nv = NvP2p::new(&stub_driver(true)).map_err(|_| EINVAL)?;
+        let range = GpuRange::aligned(0x7f00_0000_0000, 0x1_0000).ok_or(EINVAL)?;
+        // Success without a table: EIO, nothing to put.
+        MODE.store(0, Ordering::Relaxed);
+        let puts = PUTS.load(Ordering::Relaxed);
+        assert_eq!(nv.pin_persistent(range).err(), Some(PinError::BadAnswer));
+        assert_eq!(PUTS.load(Ordering::Relaxed), puts);
+        // A table of an unknown version: EIO, and the pin is given back.
+        MODE.store(1, Ordering::Relaxed);
+        assert_eq!(nv.pin_persistent(range).err(), Some(PinError::BadAnswer));
+        assert_eq!(PUTS.load(Ordering::Relaxed), puts + 1);
+        // A driver error is passed through, as the driver's.
+        assert_eq!(
+            nv.pin(range, NoCallback).err(),
+            Some(PinError::Driver(ENOMEM))
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn callback_data_is_given_back_once_by_whichever_ends_last() {
+        let state = |phase| PinState {
+            phase,
+            table: Raw(core::ptr::null_mut()),
+            mappings: KVec::new(),
+            in_flight: 0,
+            callback_running: false,
+            callback_task: 0,
+            data_released: false,
+            orphan: None,
+        };
+        // Live, putting or orphaned: a callback may still come.
+        for phase in [Phase::Live, Phase::Putting, Phase::Orphaned] {
+            assert!(!state(phase).take_data_release());
+        }
+        // Put, or freed by a callback that returned: given back, and only once.
+        for phase in [Phase::Put, Phase::Freed] {
+            let mut st = state(phase);
+            assert!(st.take_data_release());
+            assert!(!st.take_data_release());
+        }
+        // A callback still running keeps it, even once put.
+        let mut st = state(Phase::Put);
+        st.callback_running = true;
+        assert!(!st.take_data_release());
+        st.callback_running = false;
+        assert!(st.take_data_release());
+    }
+}

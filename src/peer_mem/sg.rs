@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The core's `sg_table` of a region, and the SG lists peermem installs in it.
+
+use core::ptr::NonNull;
+
+use kernel::prelude::*;
+
+use crate::bindings;
+
+/// The core's `sg_table` of one region.
+///
+/// # Invariants
+///
+/// `ptr` points to the `sg_table` the core handed to `dma_map` for a region; the core
+/// keeps it alive until the region's `release`. Holders use it only before then.
+pub(crate) struct SgHead {
+    ptr: NonNull<bindings::sg_table>,
+}
+
+// SAFETY: the table is plain memory of the core's region; `SgHead` only writes it
+// through `&mut self`, from whichever thread the core calls in.
+unsafe impl Send for SgHead {}
+
+impl SgHead {
+    /// Whether this is the table at `ptr` (the core passes it again at unmap).
+    pub(crate) fn is(&self, other: &SgHead) -> bool {
+        self.ptr == other.ptr
+    }
+
+    /// Hands `list`'s entries to the core: its table describes them from now on.
+    pub(crate) fn install(&mut self, list: &SgList) {
+        // SAFETY: `ptr` is the core's live table (type invariant); the core expects it
+        // filled with DMA-mapped entries once dma_map returns 0.
+        unsafe { self.ptr.as_ptr().write(list.table) };
+    }
+
+    /// Empties the core's table if it still describes `list` (it does not once the
+    /// core zeroed it after an invalidation, abi.md 2.5).
+    pub(crate) fn uninstall(&mut self, list: &SgList) {
+        // SAFETY: `ptr` is the core's live table (type invariant).
+        let t = unsafe { &mut *self.ptr.as_ptr() };
+        if t.sgl == list.table.sgl {
+            t.sgl = core::ptr::null_mut();
+            t.nents = 0;
+            t.orig_nents = 0;
+        }
+    }
+}
+
+/// An SG list this module built for the core: its own record of what it allocated.
+///
+/// The core is handed a copy of the table header ([`SgHead::install`]) and may zero
+/// its copy (it does after an invalidation); the entries are freed from this record.
+///
+/// # Invariants
+///
+/// `table` was filled by `peermem_sg_build` and is freed only by `Drop`.
+pub(crate) struct SgList {
+    table: bindings::sg_table,
+}
+
+// SAFETY: the list is owned memory, freed once, from any thread.
+unsafe impl Send for SgList {}
+// SAFETY: `&SgList` only reads the header.
+unsafe impl Sync for SgList {}
+
+impl SgList {
+    /// Builds DMA-mapped entries `(address, length)`.
+    pub(crate) fn new(addrs: &[u64], lens: &[u32]) -> Result<Self> {
+        if addrs.len() != lens.len() || addrs.is_empty() {
+            return Err(EINVAL);
+        }
+        let n = u32::try_from(addrs.len()).map_err(|_| EINVAL)?;
+        // SAFETY: an all-zero `sg_table` is the empty table.
+        let mut table: bindings::sg_table = unsafe { core::mem::zeroed() };
+        // SAFETY: `table` is a valid, empty table; both arrays hold `n` elements. On
+        // failure the glue leaves nothing allocated.
+        let ret =
+            unsafe { bindings::peermem_sg_build(&mut table, addrs.as_ptr(), lens.as_ptr(), n) };
+        crate::nv_p2p::driver_result(ret)?;
+        // INVARIANT: filled by `peermem_sg_build` just above.
+        Ok(SgList { table })
+    }
+
+    /// Number of entries.
+    pub(crate) fn len(&self) -> u32 {
+        self.table.nents
+    }
+}
+
+impl Drop for SgList {
+    fn drop(&mut self) {
+        // SAFETY: `table` was filled by `peermem_sg_build` and is freed only here
+        // (type invariant).
+        unsafe { bindings::peermem_sg_free(&mut self.table) };
+    }
+}
+
+/// Turns the core's `sg_head` into an [`SgHead`]; `None` if null.
+pub(super) fn sg(ptr: *mut bindings::sg_table) -> Option<SgHead> {
+    // INVARIANT: the core passes the region's own table, alive until release.
+    NonNull::new(ptr).map(|ptr| SgHead { ptr })
+}
