@@ -468,15 +468,14 @@ static struct fake_mr *parked_at(struct kunit *test, int pt, struct fake_mr *(*a
  */
 static void pins_and_unpins_outside_the_core_mapping_lock(struct kunit *test)
 {
-	struct fake_mr *mr;
 	struct env e;
-	u64 va;
+	struct fake_mr *mr;
 
 	env_begin(test, &e);
-	va = env_buffer(&e, SZ_1M);
-	mr = parked_at(test, FAKE_NV_PAUSE_GET_PAGES, reg_job, va);	/* in acquire */
+	/* Parks in acquire, then in release. */
+	mr = parked_at(test, FAKE_NV_PAUSE_GET_PAGES, reg_job, env_buffer(&e, SZ_1M));
 	KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
-	parked_at(test, FAKE_NV_PAUSE_PUT_PAGES, dereg_job, (u64)(uintptr_t)mr); /* release */
+	parked_at(test, FAKE_NV_PAUSE_PUT_PAGES, dereg_job, (u64)(uintptr_t)mr);
 	env_end(&e);
 }
 
@@ -888,31 +887,39 @@ static void orch_free_while_map_failed(struct job *j)
 	j->ret = finish(&r->g, ret);
 }
 
+/* Invalidations the core found nothing to do for (unknown, stale or dead region). */
+static u64 stale_invalidations(void)
+{
+	struct fake_core_counters k;
+
+	fake_core_get_counters(&k);
+	return k.invalidations_stale;
+}
+
 static void dma_map_failure_racing_a_free(struct kunit *test)
 {
-	struct race r = { .g = { .fn = job_free } };
-	struct job f = { .fn = orch_free_while_map_failed, .ctx = &r };
-	struct fake_core_counters k;
-	struct fake_mr *mr;
 	struct env e;
+	struct race r = { .g = { .fn = job_free, .len = SZ_1M } };
+	struct job f = { .fn = orch_free_while_map_failed, .ctx = &r };
+	struct fake_mr *mr;
 
 	env_begin(test, &e);
 	KUNIT_ASSERT_NOT_NULL(test, fake_core_dma32_device());
 	r.g.owner = e.p;
 	/* Above 4 GiB: the 32-bit peer cannot reach it, so dma_map fails (EIO). */
-	r.g.va = fake_nv_alloc(e.p, SZ_1M, false);
+	r.g.va = fake_nv_alloc(e.p, r.g.len, false);
 	KUNIT_ASSERT_NE(test, r.g.va, 0);
 	fake_core_pause_arm(FAKE_CORE_PAUSE_MAP_FAILED);
 	fake_core_pause_arm(FAKE_CORE_PAUSE_IN_INVALIDATE);
 	KUNIT_ASSERT_EQ(test, job_start(&f), 0);
-	mr = reg_on(r.g.va, SZ_1M, fake_core_dma32_device(), true);
+	r.old = stale_invalidations();
+	mr = reg_on(r.g.va, r.g.len, fake_core_dma32_device(), true);
 	race_joined(test, &f, &r);
 	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(mr), -EIO);
 	if (!IS_ERR(mr))
 		fake_core_dereg_mr(mr);
 	/* The invalidation found the region gone once it had the lock. */
-	fake_core_get_counters(&k);
-	KUNIT_EXPECT_EQ(test, k.invalidations_stale, e.core0.invalidations_stale + 1);
+	KUNIT_EXPECT_EQ(test, stale_invalidations(), r.old + 1);
 	env_end(&e);
 }
 

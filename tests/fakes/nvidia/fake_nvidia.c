@@ -914,6 +914,32 @@ static bool peer_reaches(struct device *dev, u64 addr, u64 len)
 	return addr + len - 1 <= limit;
 }
 
+/*
+ * The DMA API's own bookkeeping (dma-debug's entries and cacheline tree) stands for
+ * the real driver's IOMMU machinery, not for anything a client does: allocation-failure
+ * injection (fail-nth, the debug kernel's peermem_faults suite) must not reach it, or
+ * dma-debug turns itself off ("cacheline tracking ENOMEM") for the rest of the run.
+ * The fake's own allocations in dma_map stay under injection.
+ */
+static unsigned int dma_api_no_inject_begin(void)
+{
+#ifdef CONFIG_FAULT_INJECTION
+	unsigned int n = READ_ONCE(current->fail_nth);
+
+	WRITE_ONCE(current->fail_nth, 0);
+	return n;
+#else
+	return 0;
+#endif
+}
+
+static void dma_api_no_inject_end(unsigned int n)
+{
+#ifdef CONFIG_FAULT_INJECTION
+	WRITE_ONCE(current->fail_nth, n);
+#endif
+}
+
 int nvidia_p2p_dma_map_pages(struct pci_dev *peer, struct nvidia_p2p_page_table *page_table,
 			     struct nvidia_p2p_dma_mapping **dma_mapping)
 {
@@ -921,6 +947,7 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer, struct nvidia_p2p_page_table 
 	struct fnv_map *map = NULL;
 	struct nvidia_p2p_dma_mapping *m = NULL;
 	u64 *addrs = NULL;
+	unsigned int nth;
 	u32 i = 0, n;
 	int ret;
 
@@ -962,8 +989,10 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer, struct nvidia_p2p_page_table 
 		 * of the same GPU page has its own mapping, legitimately overlapping. Tell
 		 * dma-debug not to count those overlaps as a leak.
 		 */
+		nth = dma_api_no_inject_begin();
 		d = dma_map_resource(&peer->dev, phys, FNV_PAGE, DMA_BIDIRECTIONAL,
 				     DMA_ATTR_DEBUGGING_IGNORE_CACHELINES);
+		dma_api_no_inject_end(nth);
 		if (dma_mapping_error(&peer->dev, d))
 			break;
 		addrs[i] = d;
