@@ -6,6 +6,8 @@
 //! - `pins`: a `#` header, then one line per live pin:
 //!   `id tgid mode start end bytes users state space`, where `space` identifies the
 //!   address space (mm and thread group) without showing a kernel address.
+//! - `params`: the module parameters as `name value` lines (`persistent_api_support`,
+//!   `peerdirect_support`), read by `peermem doctor` where sysfs does not show them.
 
 use core::{fmt, sync::atomic::Ordering};
 
@@ -65,22 +67,49 @@ impl fmt::Debug for PinsView {
     }
 }
 
+/// The module's parameters, as the `params` file shows them (`name value` lines, the
+/// names nvidia-peermem uses), for tools on kernels that do not show them in sysfs.
+pub(crate) struct Params {
+    /// 1: persistent pins; 0: callback pins.
+    pub(crate) persistent_api_support: bool,
+    /// 1: `nv_mem` is a plain invalidating client.
+    pub(crate) peerdirect_support: bool,
+}
+
+impl fmt::Debug for Params {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "persistent_api_support {}",
+            u8::from(self.persistent_api_support)
+        )?;
+        writeln!(
+            f,
+            "peerdirect_support {}",
+            u8::from(self.peerdirect_support)
+        )
+    }
+}
+
 /// The debugfs directory and its files; dropping it removes them.
 pub(crate) struct Debugfs {
     _stats: Pin<KBox<File<StatsView>>>,
     _pins: Pin<KBox<File<PinsView>>>,
+    _params: Pin<KBox<File<Params>>>,
     _dir: Dir,
 }
 
 impl Debugfs {
-    /// Creates /sys/kernel/debug/peermem/{stats,pins}.
-    pub(crate) fn new(stats: Arc<Stats>, pins: Arc<Pins>) -> Result<Self> {
+    /// Creates /sys/kernel/debug/peermem/{stats,pins,params}.
+    pub(crate) fn new(stats: Arc<Stats>, pins: Arc<Pins>, params: Params) -> Result<Self> {
         let dir = Dir::new(c"peermem");
         let s = KBox::pin_init(dir.read_only_file(c"stats", StatsView(stats)), GFP_KERNEL)?;
         let p = KBox::pin_init(dir.read_only_file(c"pins", PinsView(pins)), GFP_KERNEL)?;
+        let m = KBox::pin_init(dir.read_only_file(c"params", params), GFP_KERNEL)?;
         Ok(Self {
             _stats: s,
             _pins: p,
+            _params: m,
             _dir: dir,
         })
     }

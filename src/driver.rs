@@ -7,7 +7,7 @@ use kernel::sync::Arc;
 
 use crate::{
     client::{Client, Pins, Strategy},
-    debugfs::Debugfs,
+    debugfs::{Debugfs, Params},
     glue,
     nv_p2p::{MissingSymbol, NvP2p},
     peer_mem::{ClientKind, PeerCore, Registration},
@@ -174,7 +174,14 @@ impl kernel::Module for PeerMem {
         );
         Ok(PeerMem {
             _clients: clients,
-            _debugfs: Debugfs::new(stats, pins.clone())?,
+            _debugfs: Debugfs::new(
+                stats,
+                pins.clone(),
+                Params {
+                    persistent_api_support: persistent,
+                    peerdirect_support: peerdirect,
+                },
+            )?,
             pins,
         })
     }

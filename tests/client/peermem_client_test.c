@@ -299,6 +299,68 @@ static void bar1_exhaustion_is_enomem(struct kunit *test)
 	env_end(&e);
 }
 
+#define GIB (1ULL << 30)
+/* An H100's BAR1 (docs/abi.md 1.4b, 1.5): 2,097,152 pages of 64 KiB. */
+#define H100_BAR1 (128 * GIB)
+#define BAR1_RESERVE (36ULL * SZ_1M)
+
+/*
+ * A registration of @len bytes of synthetic GPU memory (no backing: nothing DMAs into
+ * it) under a BAR1 of an H100: it either succeeds with SG entries that cover it in
+ * order, contiguous pages merged up to the HCA's 2 GiB segment and none longer, or
+ * fails with @want.
+ */
+static void reg_whole_gpu(struct kunit *test, struct env *e, u64 len, int want)
+{
+	u64 va = fake_nv_alloc(e->p, len, false), at, phys;
+	struct fake_mr *mr;
+	int i, n;
+
+	KUNIT_ASSERT_NE(test, va, 0);
+	phys = fake_nv_phys(e->p, va);
+	mr = reg(va, len);
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(mr), want);
+	if (IS_ERR(mr))
+		goto out;
+	n = fake_core_mr_nents(mr);
+	KUNIT_EXPECT_EQ(test, n, (int)DIV_ROUND_UP(len, SZ_2G));
+	for (i = 0, at = phys; i < n; i++) {
+		u64 dma;
+		u32 l;
+
+		KUNIT_ASSERT_EQ(test, fake_core_mr_entry(mr, i, &dma, &l), 0);
+		KUNIT_EXPECT_EQ(test, dma, at);
+		KUNIT_EXPECT_LE(test, (u64)l, (u64)SZ_2G);
+		at += l;
+	}
+	KUNIT_EXPECT_EQ(test, at - phys, len);
+	fake_core_dereg_mr(mr);
+out:
+	KUNIT_EXPECT_EQ(test, fake_nv_free(e->p, va), 0);
+}
+
+/*
+ * Registrations as large as a whole GPU's BAR1: 64 GiB; all of BAR1 less the driver's
+ * 36 MiB reserve; one 64 KiB page more is BAR1 exhaustion (ENOMEM). Per-page arrays
+ * are kvmalloc-class on both sides, so none of this meets the kmalloc limit (a page
+ * allocator warning would fail the run).
+ */
+static void registrations_as_large_as_bar1(struct kunit *test)
+{
+	struct fake_nv_config cfg;
+	struct env e;
+
+	env_begin(test, &e);
+	cfg = e.cfg0;
+	cfg.bar1_size = H100_BAR1;
+	cfg.bar1_reserve = BAR1_RESERVE;
+	KUNIT_ASSERT_EQ(test, fake_nv_set_config(&cfg), 0);
+	reg_whole_gpu(test, &e, 64 * GIB, 0);
+	reg_whole_gpu(test, &e, H100_BAR1 - BAR1_RESERVE, 0);
+	reg_whole_gpu(test, &e, H100_BAR1 - BAR1_RESERVE + P64K, -ENOMEM);
+	env_end(&e);
+}
+
 static void software_rdma_device_is_refused(struct kunit *test)
 {
 	struct device *sw;
@@ -1072,6 +1134,7 @@ static struct kunit_case peermem_client_cases[] = {
 	KUNIT_CASE(disjoint_registrations_pin_once_each),
 	KUNIT_CASE(clone_vm_child_is_not_the_owner),
 	KUNIT_CASE(bar1_exhaustion_is_enomem),
+	KUNIT_CASE_SLOW(registrations_as_large_as_bar1),
 	KUNIT_CASE(software_rdma_device_is_refused),
 	KUNIT_CASE(dma32_peer_cannot_reach_a_high_bar),
 	KUNIT_CASE(page_table_major_1_driver),

@@ -34,12 +34,12 @@ load peermem
 check $S version_file equals "$v" cat /sys/module/peermem/version
 load peermem_test_persistent
 unload peermem_test_persistent
-# Every refusal is counted by reason (the suite made one of each of these, and two
-# BAR1 refusals: one by exhaustion, one injected ENOMEM).
+# Every refusal is counted by reason (the suite made one of each of these, and three
+# BAR1 refusals: two by exhaustion, one injected ENOMEM).
 pm_counter() { counter /sys/kernel/debug/peermem/stats "$1"; }
 # peermem_model_persistent (same module) adds its own ENOMEM refusals and prints how many.
 model_refusals() { dmesg | sed -n "s/.*peermem_model_persistent refusals: .*$1=\([0-9]*\).*/\1/p" | tail -n 1; }
-check $S refusal_bar1_counted equals $((2 + $(model_refusals refused_bar1_exhausted))) pm_counter refused_bar1_exhausted
+check $S refusal_bar1_counted equals $((3 + $(model_refusals refused_bar1_exhausted))) pm_counter refused_bar1_exhausted
 check $S refusal_not_pci_counted equals 1 pm_counter refused_not_pci
 check $S refusal_dma_map_counted equals 1 pm_counter refused_dma_map_failed
 check $S refusal_bad_range_counted equals 1 pm_counter refused_bad_range
@@ -60,6 +60,7 @@ check $S live_registration_holds_a_reference equals 1 cat /sys/module/peermem/re
 check $S debugfs_lists_the_pin grep -q "persistent $va .* 1048576 1 live" /sys/kernel/debug/peermem/pins
 check $S status_tool_lists_the_pin expect_output "1 live pin" /peermem/peermem status
 check $S doctor_ready expect_output "verdict: ready" /peermem/peermem doctor
+check $S doctor_sees_persistent_mode expect_output "OK    pin-mode" /peermem/peermem doctor
 check $S rmmod_with_live_registration_fails expect_output "can't unload module 'peermem'" rmmod peermem
 echo "dereg $id" > $corectl
 echo exit > $nvctl
@@ -72,6 +73,8 @@ load peermem persistent_api_support=0
 load peermem_test_callback ${STRESS_ARGS:-}
 unload peermem_test_callback
 check $S sg_lists_freed_callback equals 0 pm_counter sg_lists_now
+# doctor warns about the callback-mode hazard (pin-state-machine.md, "The hazard").
+check $S doctor_warns_in_callback_mode expect_output "WARN  pin-mode" /peermem/peermem doctor
 # An invalidated registration frees its SG list at release, although the core zeroed
 # its sg_table when it was invalidated (docs/abi.md 2.5): peermem frees from its own
 # record. sg_lists_now counts the SG lists peermem built and has not freed.

@@ -159,7 +159,7 @@ impl Report {
 const NATIVE: &str = "peermem";
 const DROPIN: &str = "nvidia_peermem";
 
-/// The paths applications probe to detect GPUDirect RDMA (abi-facts 4).
+/// The paths applications probe to detect GPUDirect RDMA (docs/abi.md 4).
 pub const DETECTION_PATHS: [&str; 4] = [
     "/sys/kernel/mm/memory_peers/nv_mem/version",
     "/sys/kernel/mm/memory_peers/nv_mem_nc/version",
@@ -269,6 +269,7 @@ pub fn run(root: &Root, smi: Option<&str>) -> Report {
     ];
     checks.extend(nvidia_version(&host));
     checks.push(peer_memory_core(&host));
+    checks.push(pin_mode(&host));
     checks.push(iommu(&host));
     checks.extend(smi_checks(&host));
     Report { checks }
@@ -345,6 +346,52 @@ fn params(h: &Host<'_>, module: &str) -> String {
             " (persistent_api_support={}, peerdirect_support={})",
             a.as_deref().unwrap_or("?"),
             b.as_deref().unwrap_or("?")
+        ),
+    }
+}
+
+/// The loaded module's `persistent_api_support`: its sysfs parameter, else the
+/// `params` file in peermem's debugfs directory.
+fn persistent_api_support(h: &Host<'_>) -> Option<(String, String)> {
+    for m in [NATIVE, DROPIN] {
+        let path = format!("/sys/module/{m}/parameters/persistent_api_support");
+        if let Some(v) = h.root.read_trimmed(&path) {
+            return Some((v, path));
+        }
+    }
+    let path = format!("{DEBUGFS_DIR}/params");
+    let text = h.root.read(&path)?;
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == "persistent_api_support").then(|| (v.trim().to_owned(), path.clone()))
+    })
+}
+
+/// Callback mode has a lock cycle between nvidia.ko and the peer-memory core that no
+/// client can break (docs/pin-state-machine.md, "The hazard"): say so.
+fn pin_mode(h: &Host<'_>) -> Check {
+    const ID: &str = "pin-mode";
+    match persistent_api_support(h) {
+        None => Check::new(
+            ID,
+            Verdict::NotApplicable,
+            "no loaded peermem module shows its persistent_api_support",
+        ),
+        Some((v, path)) if v == "0" || v == "N" => Check::new(
+            ID,
+            Verdict::Warn,
+            format!(
+                "callback pins (persistent_api_support=0, from {path}): a registration racing \
+                 a free of the same GPU buffer can deadlock nvidia.ko (the peer-memory core \
+                 maps under its region lock while nvidia.ko runs the free callback under its \
+                 API lock, and the callback's invalidation waits for that region lock)"
+            ),
+        )
+        .fix("use the default persistent mode (persistent_api_support=1) unless the application needs invalidation; make applications deregister GPU buffers before freeing them"),
+        Some((v, path)) => Check::new(
+            ID,
+            Verdict::Ok,
+            format!("persistent pins (persistent_api_support={v}, from {path}): no free callbacks"),
         ),
     }
 }
@@ -617,7 +664,7 @@ fn smi_checks(h: &Host<'_>) -> Vec<Check> {
             .collect();
     }
 
-    // BAR1: the resource each pin spends (abi-facts 1.5).
+    // BAR1: the resource each pin spends (docs/abi.md 1.5).
     let mut bar1 = Vec::new();
     let mut bar1_verdict = Verdict::Ok;
     for g in &smi.gpus {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! NVIDIA driver versions and what each one offers a peer-memory client
-//! (abi-facts 1.1 and 1.2).
+//! (docs/abi.md 1.1 and 1.2).
 
 use std::fmt;
 

@@ -68,7 +68,35 @@ fn dev_vm_with_fakes_is_ready_but_warns_about_detection() {
     assert!(r
         .summary()
         .starts_with("verdict: ready, 1 warning(s); first: app-detection"));
-    assert_eq!(r.checks.len(), 11);
+    assert_eq!(verdict(&r, "pin-mode"), Verdict::Ok);
+    assert!(detail(&r, "pin-mode").starts_with("persistent pins (persistent_api_support=1"));
+    assert_eq!(r.checks.len(), 12);
+}
+
+#[test]
+fn callback_mode_warns_about_the_lock_hazard() {
+    let r = run("callback-mode");
+    assert_eq!(verdict(&r, "pin-mode"), Verdict::Warn);
+    let c = r.get("pin-mode").unwrap();
+    assert!(c.detail.contains("can deadlock nvidia.ko"), "{c:?}");
+    assert!(c.detail.contains("/sys/module/peermem/parameters"), "{c:?}");
+    assert!(c
+        .fix
+        .as_deref()
+        .unwrap()
+        .contains("persistent_api_support=1"));
+    // A warning, not a failure: the host still works.
+    assert!(r.ready());
+}
+
+#[test]
+fn pin_mode_is_read_from_debugfs_where_sysfs_has_no_parameters() {
+    let r = run("callback-mode-debugfs");
+    assert_eq!(verdict(&r, "pin-mode"), Verdict::Warn);
+    assert!(detail(&r, "pin-mode").contains("/sys/kernel/debug/peermem/params"));
+    // Nothing says which mode: not applicable.
+    let r = run("status-empty");
+    assert_eq!(verdict(&r, "pin-mode"), Verdict::NotApplicable);
 }
 
 #[test]
