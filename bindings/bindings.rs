@@ -191,6 +191,16 @@ pub struct peermem_symbols {
 unsafe extern "C" {
     pub fn peermem_resolve_symbols(syms: *mut peermem_symbols);
 }
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct peermem_params {
+    pub persistent_api_support: kernel::ffi::c_int,
+    pub peerdirect_support: kernel::ffi::c_int,
+    pub pin_strategy: kernel::ffi::c_int,
+}
+unsafe extern "C" {
+    pub fn peermem_get_params(params: *mut peermem_params);
+}
 unsafe extern "C" {
     pub fn peermem_ratelimit(which: kernel::ffi::c_uint) -> kernel::ffi::c_int;
 }

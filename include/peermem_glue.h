@@ -30,6 +30,20 @@ struct peermem_symbols {
 /* Fills *syms; see struct peermem_symbols. */
 void peermem_resolve_symbols(struct peermem_symbols *syms);
 
+/*
+ * The module parameters, as given at load time. They are declared by the C glue so
+ * that they show read-only in /sys/module/<name>/parameters/, as nvidia-peermem's do
+ * (the kernel crate's parameters do not appear in sysfs).
+ */
+struct peermem_params {
+	int persistent_api_support;
+	int peerdirect_support;
+	int pin_strategy;
+};
+
+/* Fills *params; see struct peermem_params. */
+void peermem_get_params(struct peermem_params *params);
+
 /* Number of independent rate limits peermem_ratelimit() keeps. */
 #define PEERMEM_RATELIMITS 32
 

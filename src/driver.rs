@@ -74,16 +74,11 @@ fn register<const S: usize>(
 
 impl kernel::Module for PeerMem {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        let persistent = flag(
-            "persistent_api_support",
-            crate::module_parameters::persistent_api_support.value(),
-        )?;
-        let peerdirect = flag(
-            "peerdirect_support",
-            crate::module_parameters::peerdirect_support.value(),
-        )?;
+        let params = glue::params();
+        let persistent = flag("persistent_api_support", params.persistent_api_support)?;
+        let peerdirect = flag("peerdirect_support", params.peerdirect_support)?;
 
-        let strategy = match crate::module_parameters::pin_strategy.value() {
+        let strategy = match params.pin_strategy {
             0 => Strategy::Peermem,
             1 => {
                 pr_warn!(

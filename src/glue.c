@@ -8,6 +8,8 @@
  *   them, and its init names what is missing instead of the loader's bare
  *   "Unknown symbol" (docs/architecture.md, "Symbols").
  * - Soft dependencies, so that modprobe loads the providers first.
+ * - The module parameters, readable in /sys/module/<name>/parameters/ (the kernel
+ *   crate's parameters are not shown in sysfs), validated by the Rust side at init.
  * - Per-reason rate limits for refusal messages (the kernel crate has none).
  */
 #include <linux/dma-mapping.h>
@@ -50,6 +52,28 @@ void peermem_resolve_symbols(struct peermem_symbols *syms)
 	syms->nv_put_pages_persistent = nvidia_p2p_put_pages_persistent;
 	syms->ib_register_client = ib_register_peer_memory_client;
 	syms->ib_unregister_client = ib_unregister_peer_memory_client;
+}
+
+static int persistent_api_support = 1;
+module_param(persistent_api_support, int, 0444);
+MODULE_PARM_DESC(persistent_api_support,
+		 "1: persistent pins (default); 0: pins with a free callback (legacy)");
+
+static int peerdirect_support;
+module_param(peerdirect_support, int, 0444);
+MODULE_PARM_DESC(peerdirect_support,
+		 "1: register nv_mem as a plain invalidating client (MLNX_OFED 4.9 LTS)");
+
+static int pin_strategy;
+module_param(pin_strategy, int, 0444);
+MODULE_PARM_DESC(pin_strategy,
+		 "0: one pin per registration (default); 1: nvidia-peermem's double pin, for benchmarks");
+
+void peermem_get_params(struct peermem_params *params)
+{
+	params->persistent_api_support = persistent_api_support;
+	params->peerdirect_support = peerdirect_support;
+	params->pin_strategy = pin_strategy;
 }
 
 static struct ratelimit_state peermem_limits[PEERMEM_RATELIMITS] = {

@@ -24,6 +24,20 @@ pub(crate) fn resolve_symbols() -> bindings::peermem_symbols {
     syms
 }
 
+/// The module parameters given at load time (declared by the C glue, so that they
+/// show in sysfs).
+pub(crate) fn params() -> bindings::peermem_params {
+    let mut p = bindings::peermem_params {
+        persistent_api_support: 0,
+        peerdirect_support: 0,
+        pin_strategy: 0,
+    };
+    // SAFETY: `p` is a valid, writable `peermem_params`; the function only stores the
+    // parameters' values into it.
+    unsafe { bindings::peermem_get_params(&mut p) };
+    p
+}
+
 /// A symbol table with every function absent.
 pub(crate) const fn no_symbols() -> bindings::peermem_symbols {
     bindings::peermem_symbols {

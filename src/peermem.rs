@@ -29,20 +29,6 @@ macro_rules! peermem_module {
             authors: ["peermem developers"],
             description: "GPUDirect RDMA peer-memory client for NVIDIA GPUs",
             license: "Dual MIT/GPL",
-            params: {
-                persistent_api_support: i32 {
-                    default: 1,
-                    description: "1: persistent pins (default); 0: pins with a free callback (legacy)",
-                },
-                peerdirect_support: i32 {
-                    default: 0,
-                    description: "1: register nv_mem as a plain invalidating client (MLNX_OFED 4.9 LTS)",
-                },
-                pin_strategy: i32 {
-                    default: 0,
-                    description: "0: one pin per registration (default); 1: nvidia-peermem's double pin, for benchmarks",
-                },
-            },
         }
     };
 }

@@ -162,6 +162,7 @@ struct fnv_map {
 	struct nvidia_p2p_dma_mapping *m;
 	struct fnv_pin *pin;
 	struct pci_dev *peer;
+	bool dma_api;			/* mapped through the DMA API (synthetic pages are not) */
 	enum { FNV_M_LIVE, FNV_M_UNMAPPED, FNV_M_FREED_BY_CB } state;
 	struct list_head pin_node;
 	struct hlist_node hnode;
@@ -549,7 +550,7 @@ static void map_teardown(struct fnv_map *map, int new_state, u32 poison)
 	struct nvidia_p2p_dma_mapping *m = map->m;
 	u32 i;
 
-	for (i = 0; i < m->entries; i++)
+	for (i = 0; map->dma_api && i < m->entries; i++)
 		dma_unmap_resource(&map->peer->dev, m->dma_addresses[i], FNV_PAGE,
 				   DMA_BIDIRECTIONAL, DMA_ATTR_DEBUGGING_IGNORE_CACHELINES);
 	list_del(&map->pin_node);
@@ -948,6 +949,7 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer, struct nvidia_p2p_page_table 
 	struct nvidia_p2p_dma_mapping *m = NULL;
 	u64 *addrs = NULL;
 	unsigned int nth;
+	bool dma_api = false;
 	u32 i = 0, n;
 	int ret;
 
@@ -978,12 +980,24 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer, struct nvidia_p2p_page_table 
 	addrs = kvcalloc(n, sizeof(u64), GFP_KERNEL);
 	if (!map || !m || !addrs)
 		goto fail;
+	/*
+	 * Pages of the real (ivshmem) BAR go through the DMA API, as the real driver's do.
+	 * Synthetic pages (unbacked allocations: BAR1 beyond the 256 MiB the VM has, up to
+	 * an H100's 128 GiB) have no memory behind them and nothing DMAs into them: without
+	 * an IOMMU their bus address is used as is, so that millions of them do not fill
+	 * dma-debug's tables.
+	 */
+	dma_api = pin->alloc->backed || device_iommu_mapped(&peer->dev);
 	for (i = 0; i < n; i++) {
 		u64 phys = pin->alloc->phys[pin->first + i];
 		dma_addr_t d;
 
 		if (!peer_reaches(&peer->dev, phys, FNV_PAGE))
 			break;
+		if (!dma_api) {
+			addrs[i] = phys;
+			continue;
+		}
 		/*
 		 * A peer BAR is MMIO: no CPU cache line is involved, and every registration
 		 * of the same GPU page has its own mapping, legitimately overlapping. Tell
@@ -1013,6 +1027,7 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer, struct nvidia_p2p_page_table 
 	m->pci_dev = peer;
 	map->m = m;
 	map->pin = pin;
+	map->dma_api = dma_api;
 	map->peer = pci_dev_get(peer);
 	map->state = FNV_M_LIVE;
 	list_add_tail(&map->pin_node, &pin->maps);
@@ -1025,7 +1040,7 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer, struct nvidia_p2p_page_table 
 	ret = 0;
 	goto out;
 fail:
-	while (i-- > 0)
+	while (dma_api && i-- > 0)
 		dma_unmap_resource(&peer->dev, addrs[i], FNV_PAGE, DMA_BIDIRECTIONAL,
 				   DMA_ATTR_DEBUGGING_IGNORE_CACHELINES);
 	kvfree(addrs);

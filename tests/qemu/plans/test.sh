@@ -32,6 +32,9 @@ echo reset > $nvctl
 # --- peermem in each mode, with its client suite ---
 load peermem
 check $S version_file equals "$v" cat /sys/module/peermem/version
+# The parameters show read-only in sysfs, as nvidia-peermem's do.
+check $S parameters_in_sysfs equals 1 cat /sys/module/peermem/parameters/persistent_api_support
+check $S parameters_read_only equals 444 stat -c %a /sys/module/peermem/parameters/persistent_api_support
 load peermem_test_persistent
 unload peermem_test_persistent
 # Every refusal is counted by reason (the suite made one of each of these, and three
@@ -75,6 +78,7 @@ unload peermem_test_callback
 check $S sg_lists_freed_callback equals 0 pm_counter sg_lists_now
 # doctor warns about the callback-mode hazard (pin-state-machine.md, "The hazard").
 check $S doctor_warns_in_callback_mode expect_output "WARN  pin-mode" /peermem/peermem doctor
+check $S callback_mode_in_sysfs equals 0 cat /sys/module/peermem/parameters/persistent_api_support
 # An invalidated registration frees its SG list at release, although the core zeroed
 # its sg_table when it was invalidated (docs/abi.md 2.5): peermem frees from its own
 # record. sg_lists_now counts the SG lists peermem built and has not freed.
@@ -122,6 +126,7 @@ check $S bad_parameter_explained logged "persistent_api_support=2 is invalid"
 # --- the drop-in name applications detect (docs/abi.md 4) ---
 load nvidia-peermem
 check $S dropin_version_file equals "$v" cat /sys/module/nvidia_peermem/version
+check $S dropin_parameters_in_sysfs equals 1 cat /sys/module/nvidia_peermem/parameters/persistent_api_support
 check $S doctor_sees_applications_detect_it expect_output "OK    app-detection" /peermem/peermem doctor
 unload nvidia_peermem
 
