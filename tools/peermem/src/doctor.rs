@@ -7,6 +7,7 @@
 //! the order a user would fix them (kernel, module, driver, core, platform).
 
 use std::fmt::{self, Write};
+use std::process::Command;
 
 use crate::json;
 use crate::nvsmi;
@@ -270,6 +271,8 @@ pub fn run(root: &Root, smi: Option<&str>) -> Report {
     checks.extend(nvidia_version(&host));
     checks.push(peer_memory_core(&host));
     checks.push(pin_mode(&host));
+    checks.push(module_signature(&host));
+    checks.push(toolchain(&host));
     checks.push(iommu(&host));
     checks.extend(smi_checks(&host));
     Report { checks }
@@ -347,6 +350,197 @@ fn params(h: &Host<'_>, module: &str) -> String {
             a.as_deref().unwrap_or("?"),
             b.as_deref().unwrap_or("?")
         ),
+    }
+}
+
+/// Where an installed module file may be, for the running kernel.
+fn installed_module(h: &Host<'_>) -> Option<String> {
+    let rel = h.root.read_trimmed("/proc/sys/kernel/osrelease")?;
+    for dir in ["updates/dkms", "updates", "extra"] {
+        for name in ["peermem", "nvidia-peermem"] {
+            for ext in ["ko", "ko.xz", "ko.zst", "ko.gz"] {
+                let path = format!("/lib/modules/{rel}/{dir}/{name}.{ext}");
+                if h.root.exists(&path) {
+                    return Some(path);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The kernel checks module signatures: `module.sig_enforce=1`, lockdown
+/// (integrity or confidentiality, which require signed modules), or Secure Boot
+/// (whose distribution kernels lock down). Returns why, or `None`.
+fn signatures_enforced(h: &Host<'_>) -> Option<String> {
+    if h.root
+        .read_trimmed("/sys/module/module/parameters/sig_enforce")
+        .as_deref()
+        == Some("Y")
+    {
+        return Some("module.sig_enforce=Y".to_owned());
+    }
+    if let Some(l) = h.root.read("/sys/kernel/security/lockdown") {
+        let mode = l
+            .split_whitespace()
+            .find(|w| w.starts_with('['))
+            .unwrap_or("");
+        if mode == "[integrity]" || mode == "[confidentiality]" {
+            return Some(format!("kernel lockdown {mode}"));
+        }
+    }
+    // The efivar: four attribute bytes, then 1 when Secure Boot is on.
+    let sb = h
+        .root
+        .read("/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-e0a9b6cc5768");
+    if sb.is_some_and(|v| v.as_bytes().get(4) == Some(&1)) {
+        return Some("Secure Boot on".to_owned());
+    }
+    None
+}
+
+/// Signed modules only, on hosts that enforce signatures (Secure Boot machines).
+fn module_signature(h: &Host<'_>) -> Check {
+    const ID: &str = "module-signature";
+    const MAGIC: &str = "~Module signature appended~\n";
+    let enforced = signatures_enforced(h);
+    let file = installed_module(h);
+    let signed = file.as_deref().map(|f| {
+        if f.ends_with(".ko") {
+            h.root.read(f).map(|t| t.ends_with(MAGIC))
+        } else {
+            None // compressed: the signature sits inside
+        }
+    });
+    let fix = "sign the module: with dkms, name an enrolled MOK key in /etc/dkms/framework.conf \
+               (mok_signing_key, mok_certificate; enroll the certificate with \
+               mokutil --import and reboot) and rebuild; or sign it with the kernel's own key: \
+               /lib/modules/$(uname -r)/build/scripts/sign-file sha256 KEY CERT MODULE";
+    match (enforced, file, signed.flatten()) {
+        (Some(why), Some(f), Some(false)) => Check::new(
+            ID,
+            Verdict::Fail,
+            format!("the kernel enforces module signatures ({why}) and {f} is not signed"),
+        )
+        .fix(fix),
+        (Some(why), Some(f), Some(true)) => Check::new(
+            ID,
+            Verdict::Ok,
+            format!("the kernel enforces module signatures ({why}); {f} is signed"),
+        ),
+        (Some(why), Some(f), None) => Check::new(
+            ID,
+            Verdict::Warn,
+            format!(
+                "the kernel enforces module signatures ({why}); {f} is compressed, so its \
+                 signature cannot be checked here"
+            ),
+        )
+        .fix("check with: modinfo -F signer MODULE (empty: unsigned)"),
+        (Some(why), None, _) => Check::new(
+            ID,
+            Verdict::Warn,
+            format!(
+                "the kernel enforces module signatures ({why}); no installed peermem module \
+                 found under /lib/modules/<release>/{{updates,extra}}"
+            ),
+        )
+        .fix(fix),
+        (None, _, _) => Check::new(
+            ID,
+            Verdict::Ok,
+            "module signatures are not enforced (module.sig_enforce, lockdown, Secure Boot)",
+        ),
+    }
+}
+
+/// The first `x.y.z` (or `x.y`) in `text`.
+fn version_in(text: &str) -> Option<String> {
+    text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .find(|w| w.split('.').filter(|p| !p.is_empty()).count() >= 2)
+        .map(|w| w.trim_matches('.').to_owned())
+}
+
+/// What `tool --version` prints: the recorded `/<tool>-version.txt` in a recorded
+/// tree, else the tool's own answer on the live host.
+fn tool_version(root: &Root, tool: &str) -> Option<String> {
+    if let Some(t) = root.read(&format!("/{tool}-version.txt")) {
+        return Some(t);
+    }
+    if !root.is_live() {
+        return None;
+    }
+    let out = Command::new(tool).arg("--version").output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Out-of-tree Rust modules need the compiler the kernel was built with.
+fn toolchain(h: &Host<'_>) -> Check {
+    const ID: &str = "toolchain";
+    let rel = h.root.read_trimmed("/proc/sys/kernel/osrelease");
+    let config = rel.as_ref().and_then(|r| {
+        [
+            format!("/boot/config-{r}"),
+            format!("/lib/modules/{r}/build/.config"),
+        ]
+        .into_iter()
+        .find_map(|p| h.root.read(&p))
+    });
+    let Some(config) = config else {
+        return Check::new(ID, Verdict::NotApplicable, "no kernel configuration found");
+    };
+    let text = |key: &str| {
+        config
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map(|v| v.trim_matches('"').to_owned())
+    };
+    let Some(want_rustc) = text("CONFIG_RUSTC_VERSION_TEXT=").and_then(|t| version_in(&t)) else {
+        return Check::new(
+            ID,
+            Verdict::NotApplicable,
+            "the kernel configuration names no rustc (CONFIG_RUSTC_VERSION_TEXT)",
+        );
+    };
+    let want_cc = text("CONFIG_CC_VERSION_TEXT=");
+    let mut missing = Vec::new();
+    let have_rustc = tool_version(h.root, "rustc").and_then(|t| version_in(&t));
+    if have_rustc.as_deref() != Some(want_rustc.as_str()) {
+        missing.push(format!(
+            "rustc {want_rustc} (found: {})",
+            have_rustc.as_deref().unwrap_or("none")
+        ));
+    }
+    if let Some(cc) = want_cc.as_deref().filter(|c| c.contains("clang")) {
+        let want = version_in(cc).unwrap_or_default();
+        let major = |v: &str| v.split('.').next().unwrap_or("").to_owned();
+        let have = tool_version(h.root, "clang").and_then(|t| version_in(&t));
+        if have.as_deref().map(major) != Some(major(&want)) {
+            missing.push(format!(
+                "clang {} (found: {})",
+                major(&want),
+                have.as_deref().unwrap_or("none")
+            ));
+        }
+    }
+    if missing.is_empty() {
+        Check::new(
+            ID,
+            Verdict::Ok,
+            format!("rustc {want_rustc}, as the kernel was built with"),
+        )
+    } else {
+        Check::new(
+            ID,
+            Verdict::Warn,
+            format!(
+                "the kernel was built with other compilers than those installed: need {}",
+                missing.join(", ")
+            ),
+        )
+        .fix("install the compilers the kernel was built with (its configuration names them), and build with make RUSTC=... LLVM=...")
     }
 }
 

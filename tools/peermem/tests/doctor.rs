@@ -70,7 +70,68 @@ fn dev_vm_with_fakes_is_ready_but_warns_about_detection() {
         .starts_with("verdict: ready, 1 warning(s); first: app-detection"));
     assert_eq!(verdict(&r, "pin-mode"), Verdict::Ok);
     assert!(detail(&r, "pin-mode").starts_with("persistent pins (persistent_api_support=1"));
-    assert_eq!(r.checks.len(), 12);
+    assert_eq!(verdict(&r, "module-signature"), Verdict::Ok);
+    assert!(detail(&r, "module-signature").contains("not enforced"));
+    // No kernel configuration in the recorded tree: nothing to compare compilers with.
+    assert_eq!(verdict(&r, "toolchain"), Verdict::NotApplicable);
+    assert_eq!(r.checks.len(), 14);
+}
+
+#[test]
+fn enforced_signatures_and_an_unsigned_module_fail() {
+    let r = run("sig-enforced-unsigned");
+    assert_eq!(verdict(&r, "module-signature"), Verdict::Fail);
+    let c = r.get("module-signature").unwrap();
+    assert!(c.detail.contains("module.sig_enforce=Y"), "{c:?}");
+    assert!(c
+        .detail
+        .contains("/lib/modules/7.3.0-peermem-dev/updates/peermem.ko is not signed"));
+    let fix = c.fix.as_deref().unwrap();
+    assert!(
+        fix.contains("mokutil --import") && fix.contains("sign-file"),
+        "{fix}"
+    );
+    assert!(!r.ready());
+}
+
+#[test]
+fn a_signed_module_under_lockdown_is_fine() {
+    let r = run("sig-enforced-signed");
+    assert_eq!(verdict(&r, "module-signature"), Verdict::Ok);
+    let d = detail(&r, "module-signature");
+    assert!(
+        d.contains("lockdown [integrity]") && d.contains("nvidia-peermem.ko is signed"),
+        "{d}"
+    );
+}
+
+#[test]
+fn secure_boot_with_a_compressed_module_says_how_to_check() {
+    let r = run("secure-boot-compressed");
+    assert_eq!(verdict(&r, "module-signature"), Verdict::Warn);
+    assert!(detail(&r, "module-signature").contains("Secure Boot on"));
+    assert!(r
+        .get("module-signature")
+        .unwrap()
+        .fix
+        .as_deref()
+        .unwrap()
+        .contains("modinfo"));
+}
+
+#[test]
+fn compilers_other_than_the_kernels_are_named() {
+    let r = run("toolchain-mismatch");
+    assert_eq!(verdict(&r, "toolchain"), Verdict::Warn);
+    let d = detail(&r, "toolchain");
+    assert!(d.contains("rustc 1.88.0 (found: 1.85.0)"), "{d}");
+    assert!(d.contains("clang 20 (found: 19.1.7)"), "{d}");
+    // The H100 host has what its kernel was built with.
+    let r = run("healthy-h100");
+    assert_eq!(
+        detail(&r, "toolchain"),
+        "rustc 1.85.0, as the kernel was built with"
+    );
 }
 
 #[test]
