@@ -9,7 +9,8 @@
 #   make test       set up, build, run every test (dev VM, then debug VM; PEERMEM_TEST_DEBUG=0
 #                   skips the latter); ends with "N passed, N failed"
 #   make test-debug only the debug-VM part of make test (KASAN, kmemleak, ...; docs/debug-kernel.md)
-#   make bench      benchmark against nvidia-peermem's pinning strategy (docs/bench)
+#   make bench      benchmark against nvidia-peermem's pinning strategy (build/bench/report)
+#   make bench-publish  copy that report into docs/bench
 #   make check      rustfmt and clippy with the kernel's settings
 #   make fmt        format the module (kernel settings) and the host workspace
 #   make install    install the module and its modprobe/depmod snippets (DESTDIR, KVER)
@@ -39,7 +40,7 @@ export LIBCLANG_PATH ?= /usr/lib/llvm-19/lib
 KBUILD_EXTRA_SYMBOLS ?=
 
 FORCE:
-.PHONY: FORCE all modules dropin setup kernel run test test-debug bench check fmt clean \
+.PHONY: FORCE all modules dropin setup kernel run test test-debug bench bench-publish check fmt clean \
 	install install-dropin install-dkms test-install
 
 all: modules
@@ -78,6 +79,11 @@ test-debug: setup
 # A benchmark, not a test: peermem side by side with nvidia-peermem's strategy.
 bench: setup
 	@$(ROOT)/scripts/bench
+
+# Copies the last `make bench` report (build/bench/report) into the tracked docs/bench.
+bench-publish:
+	@test -d $(BUILD)/bench/report || { echo "no benchmark report: run make bench first"; exit 1; }
+	cp -r $(BUILD)/bench/report/. $(ROOT)/docs/bench/
 
 check: setup
 	@$(ROOT)/scripts/check
