@@ -196,7 +196,6 @@ unsafe extern "C" {
 pub struct peermem_params {
     pub persistent_api_support: kernel::ffi::c_int,
     pub peerdirect_support: kernel::ffi::c_int,
-    pub pin_strategy: kernel::ffi::c_int,
 }
 unsafe extern "C" {
     pub fn peermem_get_params(params: *mut peermem_params);

@@ -38,7 +38,6 @@ void peermem_resolve_symbols(struct peermem_symbols *syms);
 struct peermem_params {
 	int persistent_api_support;
 	int peerdirect_support;
-	int pin_strategy;
 };
 
 /* Fills *params; see struct peermem_params. */

@@ -43,23 +43,10 @@ use user::User;
 /// The registry of this module's pins.
 pub(crate) type Pins = Registry<SharedPin>;
 
-/// How registrations pin (module parameter `pin_strategy`).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Strategy {
-    /// One pin per registration, taken in acquire; covered callback-mode
-    /// registrations share it; contiguous SG entries merge.
-    Peermem,
-    /// nvidia-peermem's way, for side-by-side benchmarks: a probe pin and unpin in
-    /// acquire, the registration's own pin in get_pages, one SG entry per 64 KiB page,
-    /// no sharing (docs/abi.md 3).
-    Reference,
-}
-
 /// What every part of a client shares.
 struct ClientShared {
     nv: NvP2p,
     mode: Mode,
-    strategy: Strategy,
     kind: ClientKind,
     pins: Arc<Pins>,
     stats: Arc<Stats>,
@@ -77,7 +64,6 @@ impl Client {
         nv: NvP2p,
         mode: Mode,
         kind: ClientKind,
-        strategy: Strategy,
         pins: Arc<Pins>,
         stats: Arc<Stats>,
     ) -> Result<Arc<Client>> {
@@ -85,7 +71,6 @@ impl Client {
             ClientShared {
                 nv,
                 mode,
-                strategy,
                 kind,
                 pins,
                 stats,
@@ -241,18 +226,6 @@ impl Client {
             // A kernel thread: not a process's GPU memory.
             return Ok(None);
         };
-        if c.strategy == Strategy::Reference {
-            // The probe: pin and unpin the whole range; get_pages pins again.
-            return match self.pin_raw(range) {
-                Ok(probe) => {
-                    c.stats.pinned(range.len());
-                    drop(probe);
-                    c.stats.unpinned(range.len());
-                    Ok(Some(User::new(c, addr, len, range, None, None)?))
-                }
-                Err(e) => self.pin_failed(addr, len, range, e),
-            };
-        }
         if c.mode == Mode::Callback {
             if let Some(pin) = c.pins.find_covering(space, Mode::Callback, range) {
                 let user = User::new(c, addr, len, range, Some(pin.clone()), None)?;
@@ -314,18 +287,6 @@ impl PeerClient for Client {
         if let Some(e) = user.error {
             return Err(e);
         }
-        if self.shared.strategy == Strategy::Reference && user.state.lock().pin.is_none() {
-            // The reference strategy's second pin, in the registering process.
-            let (space, mm) = current_space().ok_or(EFAULT)?;
-            self.pin_user(user, space, mm).map_err(|e| {
-                self.shared.stats.refuse(
-                    Refusal::of_pin_error(e),
-                    user.addr,
-                    user.len,
-                    Error::from(e),
-                )
-            })?;
-        }
         let pin = user.state.lock().pin.clone().ok_or(EFAULT)?;
         match pin.users() {
             Some(u) => {
@@ -355,11 +316,7 @@ impl PeerClient for Client {
             .pci_function()
             .ok_or_else(|| refuse(Refusal::NotPci, EOPNOTSUPP))?;
         let pin = user.state.lock().pin.clone().ok_or(EFAULT)?;
-        let max_seg = match self.shared.strategy {
-            Strategy::Peermem => u64::from(peer.max_segment_size()),
-            // One SG entry per 64 KiB page.
-            Strategy::Reference => GPU_PAGE_SIZE,
-        };
+        let max_seg = u64::from(peer.max_segment_size());
         let mut mapping = match &pin.handle {
             PinHandle::Callback(p) => p.dma_map(peer).map(Mapping::Callback),
             PinHandle::Persistent(p) => p.dma_map(peer).map(Mapping::Persistent),

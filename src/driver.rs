@@ -6,7 +6,7 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use crate::{
-    client::{Client, Pins, Strategy},
+    client::{Client, Pins},
     debugfs::{Debugfs, Params},
     glue,
     nv_p2p::{MissingSymbol, NvP2p},
@@ -78,20 +78,6 @@ impl kernel::Module for PeerMem {
         let persistent = flag("persistent_api_support", params.persistent_api_support)?;
         let peerdirect = flag("peerdirect_support", params.peerdirect_support)?;
 
-        let strategy = match params.pin_strategy {
-            0 => Strategy::Peermem,
-            1 => {
-                pr_warn!(
-                    "pin_strategy=1: emulating nvidia-peermem's pinning (two pins per registration, no sharing), for benchmarks\n"
-                );
-                Strategy::Reference
-            }
-            v => {
-                pr_err!("pin_strategy={} is invalid: use 0 (peermem) or 1 (reference, for benchmarks)\n", v);
-                return Err(EINVAL);
-            }
-        };
-
         let syms = glue::resolve_symbols();
         let nv = NvP2p::new(&syms).map_err(|MissingSymbol(name)| {
             pr_err!(
@@ -115,16 +101,8 @@ impl kernel::Module for PeerMem {
 
         let pins = Arc::pin_init(Registry::new(), GFP_KERNEL)?;
         let stats = Arc::new(Stats::default(), GFP_KERNEL)?;
-        let persistent_client = |kind| {
-            Client::new(
-                nv,
-                Mode::Persistent,
-                kind,
-                strategy,
-                pins.clone(),
-                stats.clone(),
-            )
-        };
+        let persistent_client =
+            |kind| Client::new(nv, Mode::Persistent, kind, pins.clone(), stats.clone());
         let clients = if persistent {
             let c = persistent_client(ClientKind::NoInvalidation)?;
             let r = register::<0>(core, c"nv_mem", ClientKind::NoInvalidation, &c)?;
@@ -139,14 +117,7 @@ impl kernel::Module for PeerMem {
             } else {
                 ClientKind::InvalidateUnmaps
             };
-            let c = Client::new(
-                nv,
-                Mode::Callback,
-                kind,
-                strategy,
-                pins.clone(),
-                stats.clone(),
-            )?;
+            let c = Client::new(nv, Mode::Callback, kind, pins.clone(), stats.clone())?;
             let nc = persistent_client(ClientKind::NoInvalidation)?;
             let r = register::<0>(core, c"nv_mem", kind, &c)?;
             let r_nc = register::<1>(core, c"nv_mem_nc", ClientKind::NoInvalidation, &nc)?;

@@ -64,16 +64,10 @@ module_param(peerdirect_support, int, 0444);
 MODULE_PARM_DESC(peerdirect_support,
 		 "1: register nv_mem as a plain invalidating client (MLNX_OFED 4.9 LTS)");
 
-static int pin_strategy;
-module_param(pin_strategy, int, 0444);
-MODULE_PARM_DESC(pin_strategy,
-		 "0: one pin per registration (default); 1: nvidia-peermem's double pin, for benchmarks");
-
 void peermem_get_params(struct peermem_params *params)
 {
 	params->persistent_api_support = persistent_api_support;
 	params->peerdirect_support = peerdirect_support;
-	params->pin_strategy = pin_strategy;
 }
 
 static struct ratelimit_state peermem_limits[PEERMEM_RATELIMITS] = {

@@ -30,7 +30,6 @@ pub(crate) fn params() -> bindings::peermem_params {
     let mut p = bindings::peermem_params {
         persistent_api_support: 0,
         peerdirect_support: 0,
-        pin_strategy: 0,
     };
     // SAFETY: `p` is a valid, writable `peermem_params`; the function only stores the
     // parameters' values into it.

@@ -2,8 +2,9 @@
 /*
  * peermem's benchmark, run in the dev VM by `make bench` (tests/qemu/plans/bench.sh).
  *
- * Loaded once per pin strategy (peermem loaded with pin_strategy=0, then 1, both in
- * callback mode), it drives registrations through the fake peer-memory core, as a
+ * Loaded once per client (peermem in callback mode, then the baseline client costed as
+ * nvidia-peermem, tests/bench/peermem_baseline.c, in callback mode too, each in a
+ * fresh VM), it drives registrations through the fake peer-memory core, as a
  * fake process, and prints one CSV row per figure on the console:
  *
  *   PEERMEM-BENCH,<strategy>,<group>,<metric>,<size>,<pin_cost_us>,<live>,<value>
@@ -31,7 +32,7 @@
 
 static char *strategy = "peermem";
 module_param(strategy, charp, 0444);
-MODULE_PARM_DESC(strategy, "label of the rows: the pin_strategy peermem runs with");
+MODULE_PARM_DESC(strategy, "label of the rows: peermem, or reference (the baseline client)");
 static uint scale_max = 100000;
 module_param(scale_max, uint, 0444);
 MODULE_PARM_DESC(scale_max, "largest number of live registrations in the scaling run");

@@ -5,8 +5,8 @@
 #
 # /peermem/hazard.conf says which client runs:
 #   client=peermem    peermem's pinning (one pin in acquire, unpin at release)
-#   client=reference  pin_strategy=1, nvidia-peermem's pinning (a probe pin in
-#                     acquire, the registration's pin in get_pages)
+#   client=reference  peermem_baseline.ko (tests/bench), nvidia-peermem's pinning (a
+#                     probe pin in acquire, the registration's pin in get_pages)
 #
 # Each step registers a buffer through the fake core, then ends the owning process
 # (nvidia.ko runs the free callback under its API lock, the callback invalidates
@@ -26,7 +26,7 @@
 #     cycle_names_the_api_lock          the report names the driver lock (drv_lock)
 #     cycle_names_the_mapping_lock      and the core's region mapping lock
 #   reference:
-#     cycle_without_api_lock_model      even without the model, the reference strategy
+#     cycle_without_api_lock_model      even without the model, the reference
 #     cycle_names_the_api_lock          has a cycle: its get_pages pins, taking the
 #     cycle_names_the_mapping_lock      driver lock, under the mapping lock
 #     pins_under_the_mapping_lock       and that is where the report says it took it
@@ -76,9 +76,9 @@ if [ "$client" = peermem ]; then
     unload nvidia
 else
     load nvidia
-    load peermem persistent_api_support=0 pin_strategy=1
+    load peermem_baseline
     register_exit_dereg
-    unload peermem
+    unload peermem_baseline
     check $S cycle_without_api_lock_model cycle
     check $S cycle_names_the_api_lock report_names drv_lock
     check $S cycle_names_the_mapping_lock report_names map_lock

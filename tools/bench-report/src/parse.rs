@@ -17,7 +17,7 @@ pub const MARKER: &str = "PEERMEM-BENCH,";
 pub enum Strategy {
     /// peermem's own strategy (one pin per registration, pin reuse).
     Peermem,
-    /// nvidia-peermem's strategy, run by peermem with `pin_strategy=1`.
+    /// The baseline client costed as nvidia-peermem (tests/bench/peermem_baseline.c).
     Reference,
 }
 

@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * The benchmark's baseline: a peer-memory client that behaves and costs as the
+ * reference, nvidia-peermem, does (docs/abi.md section 3), written from that
+ * description. It is loaded in place of peermem, on the same fakes, in the same
+ * `make bench` run (tests/qemu/plans/bench.sh), and by the hazard run as the reference
+ * pinning strategy (tests/qemu/plans/hazard.sh). It is not shipped.
+ *
+ * In callback mode (the reference's legacy mode) it registers "nv_mem", an extended
+ * client with PEER_MEM_INVALIDATE_UNMAPS, and "nv_mem_nc" without invalidation:
+ *   acquire    a probe: pin and unpin the whole 64 KiB-rounded range; a small
+ *              context with a magic number; a module reference
+ *   get_pages  the registration's own pin (a callback pin for nv_mem, persistent for
+ *              nv_mem_nc), under the core's mapping lock
+ *   dma_map    nvidia_p2p_dma_map_pages, one SG entry per 64 KiB page
+ *   dma_unmap, put_pages
+ *              unmap, unpin, free the SG table; nothing when called from the task
+ *              running this context's free callback, or after it
+ *   free callback
+ *              records its task, invalidates through the core, frees the DMA
+ *              mapping and the page table
+ * No locks of its own.
+ */
+#define pr_fmt(fmt) "peermem_baseline: " fmt
+
+#include <linux/module.h>
+#include <linux/pci.h>
+#include <linux/scatterlist.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+
+#include "nv-p2p.h"
+#include "peer_mem.h"
+
+#define BASELINE_PAGE SZ_64K
+#define BASELINE_MAGIC 0x6e766d656d636f6eULL	/* a live context */
+#define BASELINE_FREED 0x6465616463747821ULL	/* a released one */
+
+struct baseline_ctx {
+	u64 magic;
+	u64 va, len;			/* the 64 KiB-rounded range */
+	bool persistent;		/* nv_mem_nc */
+	u64 core_context;
+	struct nvidia_p2p_page_table *table;
+	struct nvidia_p2p_dma_mapping *mapping;
+	struct pci_dev *peer;
+	struct task_struct *cb_task;	/* the task running the free callback */
+	bool freed;			/* the free callback ran */
+	struct sg_table sgt;		/* what dma_map built (the core may zero its copy) */
+};
+
+/* A probe pin: freed by its callback if the memory goes away meanwhile. */
+struct baseline_probe {
+	struct nvidia_p2p_page_table *table;
+	bool freed;
+};
+
+static void probe_free_callback(void *data)
+{
+	struct baseline_probe *p = data;
+
+	nvidia_p2p_free_page_table(p->table);
+	p->freed = true;
+}
+
+static struct peer_memory_client_ex nv_mem, nv_mem_nc;
+static void *nv_mem_handle, *nv_mem_nc_handle;
+static invalidate_peer_memory invalidate;
+
+static struct baseline_ctx *ctx_of(void *client_context)
+{
+	struct baseline_ctx *c = client_context;
+
+	if (!c || c->magic != BASELINE_MAGIC) {
+		pr_err("stale or corrupt context %p\n", c);
+		return NULL;
+	}
+	return c;
+}
+
+static void baseline_free_callback(void *data)
+{
+	struct baseline_ctx *c = data;
+
+	__module_get(THIS_MODULE);
+	WRITE_ONCE(c->cb_task, current);
+	if (invalidate)
+		invalidate(nv_mem_handle, c->core_context);
+	if (c->mapping)
+		nvidia_p2p_free_dma_mapping(c->mapping);
+	nvidia_p2p_free_page_table(c->table);
+	c->mapping = NULL;
+	c->table = NULL;
+	c->freed = true;
+	WRITE_ONCE(c->cb_task, NULL);
+	module_put(THIS_MODULE);
+}
+
+static int acquire_common(unsigned long addr, size_t size, void **client_context,
+			  bool persistent)
+{
+	struct baseline_probe probe = { };
+	u64 start = ALIGN_DOWN((u64)addr, BASELINE_PAGE);
+	u64 end = ALIGN((u64)addr + size, BASELINE_PAGE);
+	struct baseline_ctx *c;
+	int ret;
+
+	if (!size || end <= start)
+		return 0;
+	/* The probe: is this the calling process's GPU memory? */
+	if (persistent)
+		ret = nvidia_p2p_get_pages_persistent(start, end - start, &probe.table, 0);
+	else
+		ret = nvidia_p2p_get_pages(0, 0, start, end - start, &probe.table,
+					   probe_free_callback, &probe);
+	if (ret)
+		return 0;
+	if (persistent)
+		nvidia_p2p_put_pages_persistent(start, probe.table, 0);
+	else if (!probe.freed)
+		nvidia_p2p_put_pages(0, 0, start, probe.table);
+
+	c = kzalloc(sizeof(*c), GFP_KERNEL);
+	if (!c)
+		return 0;
+	c->magic = BASELINE_MAGIC;
+	c->va = start;
+	c->len = end - start;
+	c->persistent = persistent;
+	__module_get(THIS_MODULE);
+	*client_context = c;
+	return 1;
+}
+
+static int acquire_nv_mem(unsigned long addr, size_t size, void *priv, char *name,
+			  void **client_context)
+{
+	return acquire_common(addr, size, client_context, false);
+}
+
+static int acquire_nv_mem_nc(unsigned long addr, size_t size, void *priv, char *name,
+			     void **client_context)
+{
+	return acquire_common(addr, size, client_context, true);
+}
+
+static int baseline_get_pages(unsigned long addr, size_t size, int write, int force,
+			      struct sg_table *sg_head, void *client_context, u64 core_context)
+{
+	struct baseline_ctx *c = ctx_of(client_context);
+
+	if (!c)
+		return -EINVAL;
+	c->core_context = core_context;
+	if (c->persistent)
+		return nvidia_p2p_get_pages_persistent(c->va, c->len, &c->table, 0);
+	return nvidia_p2p_get_pages(0, 0, c->va, c->len, &c->table, baseline_free_callback, c);
+}
+
+static int baseline_dma_map(struct sg_table *sg_head, void *client_context,
+			    struct device *dma_device, int dmasync, int *nmap)
+{
+	struct baseline_ctx *c = ctx_of(client_context);
+	struct scatterlist *sg;
+	u32 i;
+	int ret;
+
+	if (!c || !c->table || !dev_is_pci(dma_device))
+		return -EINVAL;
+	if (c->table->page_size != NVIDIA_P2P_PAGE_SIZE_64KB)
+		return -EINVAL;
+	c->peer = to_pci_dev(dma_device);
+	ret = nvidia_p2p_dma_map_pages(c->peer, c->table, &c->mapping);
+	if (ret)
+		return ret;
+	if (c->mapping->version >> 16 != NVIDIA_P2P_DMA_MAPPING_VERSION >> 16) {
+		ret = -EINVAL;
+		goto unmap;
+	}
+	/* One entry per 64 KiB page, no merging. */
+	ret = sg_alloc_table(sg_head, c->mapping->entries, GFP_KERNEL);
+	if (ret)
+		goto unmap;
+	for_each_sg(sg_head->sgl, sg, c->mapping->entries, i) {
+		sg_set_page(sg, NULL, BASELINE_PAGE, 0);
+		sg_dma_address(sg) = c->mapping->dma_addresses[i];
+		sg_dma_len(sg) = BASELINE_PAGE;
+	}
+	*nmap = c->mapping->entries;
+	c->sgt = *sg_head;
+	return 0;
+unmap:
+	nvidia_p2p_dma_unmap_pages(c->peer, c->table, c->mapping);
+	c->mapping = NULL;
+	return ret;
+}
+
+static int baseline_dma_unmap(struct sg_table *sg_head, void *client_context,
+			      struct device *dma_device)
+{
+	struct baseline_ctx *c = ctx_of(client_context);
+
+	if (!c || READ_ONCE(c->cb_task) == current || c->freed)
+		return 0;
+	if (c->mapping) {
+		nvidia_p2p_dma_unmap_pages(c->peer, c->table, c->mapping);
+		c->mapping = NULL;
+	}
+	return 0;
+}
+
+static void baseline_put_pages(struct sg_table *sg_head, void *client_context)
+{
+	struct baseline_ctx *c = ctx_of(client_context);
+
+	if (!c)
+		return;
+	if (sg_head && sg_head->sgl) {
+		sg_free_table(sg_head);
+		memset(&c->sgt, 0, sizeof(c->sgt));
+	}
+	if (READ_ONCE(c->cb_task) == current || c->freed || !c->table)
+		return;
+	if (c->mapping) {
+		nvidia_p2p_dma_unmap_pages(c->peer, c->table, c->mapping);
+		c->mapping = NULL;
+	}
+	if (c->persistent)
+		nvidia_p2p_put_pages_persistent(c->va, c->table, 0);
+	else
+		nvidia_p2p_put_pages(0, 0, c->va, c->table);
+	c->table = NULL;
+}
+
+static unsigned long baseline_get_page_size(void *client_context)
+{
+	return BASELINE_PAGE;
+}
+
+static void baseline_release(void *client_context)
+{
+	struct baseline_ctx *c = ctx_of(client_context);
+
+	if (!c)
+		return;
+	/* Invalidated: the core zeroed its table without calling put_pages. */
+	if (c->sgt.sgl)
+		sg_free_table(&c->sgt);
+	c->magic = BASELINE_FREED;
+	kfree(c);
+	module_put(THIS_MODULE);
+}
+
+static void fill(struct peer_memory_client_ex *ex, const char *name,
+		 int (*acquire)(unsigned long, size_t, void *, char *, void **))
+{
+	struct peer_memory_client *p = &ex->client;
+
+	strscpy(p->name, name, sizeof(p->name));
+	strscpy(p->version, "baseline", sizeof(p->version) - 1);
+	p->acquire = acquire;
+	p->get_pages = baseline_get_pages;
+	p->dma_map = baseline_dma_map;
+	p->dma_unmap = baseline_dma_unmap;
+	p->put_pages = baseline_put_pages;
+	p->get_page_size = baseline_get_page_size;
+	p->release = baseline_release;
+}
+
+static int __init baseline_init(void)
+{
+	fill(&nv_mem, "nv_mem", acquire_nv_mem);
+	/* Extended: a non-zero last version byte, the size and INVALIDATE_UNMAPS. */
+	nv_mem.client.version[IB_PEER_MEMORY_VER_MAX - 1] = 1;
+	nv_mem.ex_size = sizeof(nv_mem);
+	nv_mem.flags = PEER_MEM_INVALIDATE_UNMAPS;
+	fill(&nv_mem_nc, "nv_mem_nc", acquire_nv_mem_nc);
+
+	nv_mem_handle = ib_register_peer_memory_client(&nv_mem.client, &invalidate);
+	if (!nv_mem_handle)
+		return -EINVAL;
+	nv_mem_nc_handle = ib_register_peer_memory_client(&nv_mem_nc.client, NULL);
+	if (!nv_mem_nc_handle) {
+		ib_unregister_peer_memory_client(nv_mem_handle);
+		return -EINVAL;
+	}
+	pr_info("loaded: nv_mem (callback pins, INVALIDATE_UNMAPS), nv_mem_nc\n");
+	return 0;
+}
+
+static void __exit baseline_exit(void)
+{
+	ib_unregister_peer_memory_client(nv_mem_nc_handle);
+	ib_unregister_peer_memory_client(nv_mem_handle);
+}
+
+module_init(baseline_init);
+module_exit(baseline_exit);
+MODULE_LICENSE("Dual MIT/GPL");
+MODULE_DESCRIPTION("The benchmark's baseline peer-memory client, costed as nvidia-peermem");
