@@ -138,6 +138,7 @@ static void set_cost(u32 cost, bool huge_bar)
 static void bench_latency(u64 size, u32 cost, int n)
 {
 	u64 *lat, sum = 0, dsum = 0, t0, t1, t2, start, pins, va;
+	struct fake_core_client_stats ph0, ph1;
 	int i, nents = 0;
 
 	lat = kvcalloc(n, sizeof(*lat), GFP_KERNEL);
@@ -147,6 +148,8 @@ static void bench_latency(u64 size, u32 cost, int n)
 		goto out;
 	}
 	pins = pins_total();
+	if (fake_core_client_stats("nv_mem", &ph0))
+		memset(&ph0, 0, sizeof(ph0));
 	start = now_ns();
 	for (i = 0; i < n; i++) {
 		struct fake_mr *mr;
@@ -176,6 +179,16 @@ static void bench_latency(u64 size, u32 cost, int n)
 	row("latency", "ops_per_s", size, cost, 0, div64_u64((u64)n * NSEC_PER_SEC * 1000, t0));
 	row("latency", "pins_per_reg", size, cost, 0, div_u64(pins * 1000, n));
 	row("latency", "sg_entries", size, cost, 0, (u64)nents * 1000);
+	/* Where a registration's time goes: each callback, as the fake core timed it. */
+	if (!fake_core_client_stats("nv_mem", &ph1)) {
+		for (i = 0; i < FAKE_CORE_PHASE_COUNT; i++) {
+			char metric[32];
+
+			snprintf(metric, sizeof(metric), "%s_ns", fake_core_phase_name(i));
+			row("phase", metric, size, cost, 0,
+			    div_u64((ph1.phase_ns[i] - ph0.phase_ns[i]) * 1000, n));
+		}
+	}
 out:
 	if (va)
 		fake_nv_free(proc, va);

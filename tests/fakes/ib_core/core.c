@@ -39,6 +39,7 @@
 #include <linux/err.h>
 #include <linux/sched.h>
 #include <linux/align.h>
+#include <linux/timekeeping.h>
 
 #include "fake_pause.h"
 #include "internal.h"
@@ -166,6 +167,36 @@ EXPORT_SYMBOL_GPL(fake_core_violation_name);
 	} while (0)
 #define STAT_INC(c, field) STAT_ADD(c, field, 1)
 
+static const char *const phase_names[FAKE_CORE_PHASE_COUNT] = {
+	[FAKE_CORE_PHASE_ACQUIRE] = "acquire",
+	[FAKE_CORE_PHASE_GET_PAGES] = "get_pages",
+	[FAKE_CORE_PHASE_DMA_MAP] = "dma_map",
+	[FAKE_CORE_PHASE_DMA_UNMAP] = "dma_unmap",
+	[FAKE_CORE_PHASE_PUT_PAGES] = "put_pages",
+	[FAKE_CORE_PHASE_RELEASE] = "release",
+};
+
+const char *fake_core_phase_name(enum fake_core_phase ph)
+{
+	return (unsigned int)ph < FAKE_CORE_PHASE_COUNT ? phase_names[ph] : "unknown";
+}
+EXPORT_SYMBOL_GPL(fake_core_phase_name);
+
+/* Runs the client callback @call, adding its duration to phase @ph of client @c. */
+#define TIMED(c, ph, call)						\
+	({								\
+		u64 __t0 = ktime_get_ns();				\
+		typeof(call) __r = (call);				\
+		STAT_ADD(c, phase_ns[ph], ktime_get_ns() - __t0);	\
+		__r;							\
+	})
+#define TIMED_VOID(c, ph, call)						\
+	do {								\
+		u64 __t0 = ktime_get_ns();				\
+		call;							\
+		STAT_ADD(c, phase_ns[ph], ktime_get_ns() - __t0);	\
+	} while (0)
+
 static __printf(3, 4) void violation(enum fake_core_violation v, struct fake_client *c,
 				     const char *fmt, ...)
 {
@@ -246,11 +277,11 @@ static void mr_core_unmap(struct fake_mr *mr)
 
 	mr_untrim(mr);
 	STAT_INC(c, dma_unmaps);
-	ret = c->ops->dma_unmap(&mr->sgt, mr->ctx, mr->dma_device);
+	ret = TIMED(c, FAKE_CORE_PHASE_DMA_UNMAP, c->ops->dma_unmap(&mr->sgt, mr->ctx, mr->dma_device));
 	if (ret)
 		violation(FAKE_CORE_V_UNMAP_NONZERO, c, "dma_unmap returned %d", ret);
 	STAT_INC(c, put_pages);
-	c->ops->put_pages(&mr->sgt, mr->ctx);
+	TIMED_VOID(c, FAKE_CORE_PHASE_PUT_PAGES, c->ops->put_pages(&mr->sgt, mr->ctx));
 	memset(&mr->sgt, 0, sizeof(mr->sgt));
 }
 
@@ -344,7 +375,7 @@ static void mr_release(struct fake_mr *mr)
 	struct fake_client *c = mr->client;
 
 	STAT_INC(c, releases);
-	c->ops->release(mr->ctx);
+	TIMED_VOID(c, FAKE_CORE_PHASE_RELEASE, c->ops->release(mr->ctx));
 	client_put(c);
 	memset(&mr->sgt, 0, sizeof(mr->sgt));
 	spin_lock(&mrs_lock);
@@ -390,7 +421,7 @@ struct fake_mr *fake_core_reg_mr(u64 addr, u64 len, const struct fake_reg_opts *
 		if (c->invalidating && !opts->can_invalidate)
 			continue;
 		STAT_INC(c, acquires);
-		ret = c->ops->acquire(addr, len, NULL, NULL, &ctx);
+		ret = TIMED(c, FAKE_CORE_PHASE_ACQUIRE, c->ops->acquire(addr, len, NULL, NULL, &ctx));
 		if (ret > 0) {
 			STAT_INC(c, acquire_hits);
 			atomic_inc(&c->refs);
@@ -437,8 +468,9 @@ struct fake_mr *fake_core_reg_mr(u64 addr, u64 len, const struct fake_reg_opts *
 
 	/* Step 3: get_pages, dma_map, get_page_size. */
 	STAT_INC(c, get_pages);
-	ret = c->ops->get_pages(addr, len, 1, !opts->writable, NULL, mr->ctx,
-				mr->core_context);
+	ret = TIMED(c, FAKE_CORE_PHASE_GET_PAGES,
+		    c->ops->get_pages(addr, len, 1, !opts->writable, NULL, mr->ctx,
+				      mr->core_context));
 	if (ret) {
 		if (ret > 0)
 			ret = -EINVAL;
@@ -446,7 +478,7 @@ struct fake_mr *fake_core_reg_mr(u64 addr, u64 len, const struct fake_reg_opts *
 	}
 	STAT_INC(c, dma_maps);
 	nmap = 0;
-	ret = c->ops->dma_map(&mr->sgt, mr->ctx, dev, 0, &nmap);
+	ret = TIMED(c, FAKE_CORE_PHASE_DMA_MAP, c->ops->dma_map(&mr->sgt, mr->ctx, dev, 0, &nmap));
 	if (ret) {
 		if (memchr_inv(&mr->sgt, 0, sizeof(mr->sgt)))
 			violation(FAKE_CORE_V_SG_TOUCHED_ON_FAILURE, c,
@@ -498,7 +530,7 @@ err_unlock_put:
 	 */
 	fake_pause_here(&pauses[FAKE_CORE_PAUSE_MAP_FAILED]);
 	STAT_INC(c, put_pages);
-	c->ops->put_pages(&mr->sgt, mr->ctx);
+	TIMED_VOID(c, FAKE_CORE_PHASE_PUT_PAGES, c->ops->put_pages(&mr->sgt, mr->ctx));
 	memset(&mr->sgt, 0, sizeof(mr->sgt));
 	mr_kill_locked(mr);
 	mr_unlock(mr);

@@ -94,6 +94,18 @@ enum fake_core_violation {
 };
 const char *fake_core_violation_name(enum fake_core_violation v);
 
+/* The client callbacks the core times (for the benchmark's per-phase split). */
+enum fake_core_phase {
+	FAKE_CORE_PHASE_ACQUIRE,
+	FAKE_CORE_PHASE_GET_PAGES,
+	FAKE_CORE_PHASE_DMA_MAP,
+	FAKE_CORE_PHASE_DMA_UNMAP,
+	FAKE_CORE_PHASE_PUT_PAGES,
+	FAKE_CORE_PHASE_RELEASE,
+	FAKE_CORE_PHASE_COUNT,
+};
+const char *fake_core_phase_name(enum fake_core_phase ph);
+
 /* Per-client counters, as MOFED exposes them under memory_peers/<name>/. */
 struct fake_core_client_stats {
 	u64 num_alloc_mrs;
@@ -104,6 +116,7 @@ struct fake_core_client_stats {
 	u64 num_dereg_bytes;
 	u64 num_free_callbacks;	/* invalidations received */
 	u64 acquires, acquire_hits, get_pages, dma_maps, dma_unmaps, put_pages, releases;
+	u64 phase_ns[FAKE_CORE_PHASE_COUNT];	/* time spent in each callback, summed */
 };
 /* 0, or -ENOENT when no client of that name is registered. */
 int fake_core_client_stats(const char *name, struct fake_core_client_stats *out);
