@@ -33,9 +33,10 @@ FKMSG=/tmp/peermem-faults.kmsg
 # what is allocated: UniqueArc<User>::new_uninit, RBTreeNode<PinKey, ...>::new),
 # OWNER the innermost frame of peermem's own code (a Rust path of the peermem crate,
 # or a glue.c function). Inlining and identical-code folding blur some sites: the
-# reserve of begin_call's KVec<Raw<mapping>> and sg_entries' KVec<u64> push are one
-# folded function called from dma_map (one row for both); sg_entries' KVec<u32>
-# push has a row of its own. Module init and debugfs allocate too, but only at
+# reserve of begin_call's KVec<Raw<mapping>> is folded with that of KVec<Arc<User>>
+# (both of 8-byte elements) and is told apart by its caller, dma_map; sg_entries'
+# KVVec<u64> and KVVec<u32> pushes (kvmalloc-class, inlined into dma_map) share a
+# row. Module init and debugfs allocate too, but only at
 # load, outside the suite; the reference strategy (the drop-in's probe pin) is not
 # run either.
 FAULT_SITES='
@@ -46,9 +47,9 @@ client::Client::attach(users.push)              [|].*6Client6attach$
 client::Client::pin_raw(KBox<Mutex<Users>>)     ^[^|]*6Client7pin_raw[|]
 nv_p2p::NvP2p::pin(Arc<PinShared<PinUsers>>)    ^[^|]*9PinShared[^|]*8PinUsers
 nv_p2p::NvP2p::pin_persistent(Arc<PinShared>)   ^[^|]*9PinShared[^|]*10NoCallback
-peer_mem::acquire(KBox<Ctx>)                    ^[^|]*8peer_mem7acquire
-dma_map:begin_call/sg_entries(KVec<8-byte>)     ^[^|]*22nvidia_p2p_dma_mapping[^|]*7reserve[^|]*[|].*7dma_map$
-dma_map:sg_entries(len.push,KVec<u32>)          (^[^|]*3Vecm[^|]*7reserve[^|]*[|].*7dma_map$)|(10sg_entries$)
+peer_mem::registration::acquire(KBox<Ctx>)      ^[^|]*12registration7acquire
+dma_map:begin_call(KVec<Raw<mapping>>)          ^[^|]*4User[^|]*7Kmalloc[^|]*7reserve[^|]*[|].*7dma_map$
+client::sg::sg_entries(KVVec<u64>,KVVec<u32>)   (^[^|]*3Vec[my][^|]*8KVmalloc[^|]*7reserve[^|]*[|].*7dma_map$)|(10sg_entries$)
 nv_p2p::read_dma_mapping(with_capacity)         16read_dma_mapping$
 glue.c:peermem_sg_build(sg_alloc_table)         [|]peermem_sg_build$
 '
