@@ -36,7 +36,8 @@ FKMSG=/tmp/peermem-faults.kmsg
 # reserve of begin_call's KVec<Raw<mapping>> is folded with that of KVec<Arc<User>>
 # (both of 8-byte elements) and is told apart by its caller, dma_map; sg_entries'
 # KVVec<u64> and KVVec<u32> pushes (kvmalloc-class, inlined into dma_map) share a
-# row. Module init and debugfs allocate too, but only at
+# row. pin_raw may be inlined into the client's acquire, whose own frame then
+# allocates the users' box. Module init and debugfs allocate too, but only at
 # load, outside the suite; the reference strategy (the drop-in's probe pin) is not
 # run either.
 FAULT_SITES='
@@ -44,7 +45,7 @@ client::User::new(Arc)                          ^[^|]*9UniqueArc[^|]*4User
 client::Client::pin(Arc<SharedPin>)             ^[^|]*8ArcInner[^|]*9SharedPin
 registry::Registry::insert(RBTreeNode)          ^[^|]*10RBTreeNode
 client::Client::attach(users.push)              [|].*6Client6attach$
-client::Client::pin_raw(KBox<Mutex<Users>>)     ^[^|]*6Client7pin_raw[|]
+client::Client::pin_raw(KBox<Mutex<Users>>)     (^[^|]*6Client7pin_raw[|])|(^[^|]*10PeerClient7acquire[|])
 nv_p2p::NvP2p::pin(Arc<PinShared<PinUsers>>)    ^[^|]*9PinShared[^|]*8PinUsers
 nv_p2p::NvP2p::pin_persistent(Arc<PinShared>)   ^[^|]*9PinShared[^|]*10NoCallback
 peer_mem::registration::acquire(KBox<Ctx>)      ^[^|]*12registration7acquire
