@@ -112,18 +112,39 @@ static struct fake_mr *reg(u64 addr, u64 len)
 	return reg_on(addr, len, NULL, true);
 }
 
-/* Every byte offset at 64 KiB steps (and the last byte) maps to the GPU page's
- * physical address: no IOMMU in the VM, so DMA address = BAR address. */
+/*
+ * The DMA address of byte @off of @mr (a registration on the HCA) is what nvidia.ko's
+ * dma_map_pages handed out for its GPU page, plus the offset in the page: the BAR
+ * address without an IOMMU, an IOVA that differs from it behind one (docs/abi.md 1.3,
+ * docs/testing.md "The IOMMU run").
+ */
+static void expect_dma_at(struct kunit *test, struct env *e, struct fake_mr *mr, u64 addr,
+			  u64 off)
+{
+	struct device *hca = fake_core_hca_device();
+	u64 in_page = (addr + off) & (P64K - 1);
+	u64 phys = fake_nv_phys(e->p, addr + off);
+	u64 dma = fake_core_mr_dma_addr(mr, off);
+
+	KUNIT_EXPECT_EQ(test, dma & (P64K - 1), in_page);
+	KUNIT_EXPECT_TRUE_MSG(test, fake_nv_maps(hca, phys, dma - in_page),
+			      "offset %llu: DMA address %llx is not nvidia.ko's mapping of %llx",
+			      off, dma, phys);
+	if (device_iommu_mapped(hca))
+		KUNIT_EXPECT_NE(test, dma - in_page, phys);
+	else
+		KUNIT_EXPECT_EQ(test, dma - in_page, phys);
+}
+
+/* Every byte offset at 64 KiB steps, and the last byte. */
 static void expect_dma_matches(struct kunit *test, struct env *e, struct fake_mr *mr,
 			       u64 addr, u64 len)
 {
 	u64 off;
 
 	for (off = 0; off < len; off += P64K)
-		KUNIT_EXPECT_EQ(test, fake_core_mr_dma_addr(mr, off),
-				fake_nv_phys(e->p, addr + off) + ((addr + off) & (P64K - 1)));
-	KUNIT_EXPECT_EQ(test, fake_core_mr_dma_addr(mr, len - 1),
-			fake_nv_phys(e->p, addr + len - 1) + ((addr + len - 1) & (P64K - 1)));
+		expect_dma_at(test, e, mr, addr, off);
+	expect_dma_at(test, e, mr, addr, len - 1);
 }
 
 /* ---- threads for the race cases -------------------------------------------- */
@@ -380,26 +401,43 @@ static void software_rdma_device_is_refused(struct kunit *test)
 	env_end(&e);
 }
 
-static void dma32_peer_cannot_reach_a_high_bar(struct kunit *test)
+/*
+ * A peer with a 32-bit DMA mask and GPU memory above 4 GiB: without an IOMMU the peer
+ * cannot reach it (EIO from dma_map_pages, passed on); behind an IOMMU it registers,
+ * with IOVAs below 4 GiB. Either way it reaches the BAR below 4 GiB, and the 64-bit
+ * HCA reaches both.
+ */
+static void dma32_peer_and_a_high_bar(struct kunit *test)
 {
+	struct device *dev32 = fake_core_dma32_device();
 	struct fake_mr *mr;
 	struct env e;
-	u64 high, low;
+	u64 high, low, dma;
 
 	env_begin(test, &e);
-	KUNIT_ASSERT_NOT_NULL(test, fake_core_dma32_device());
+	KUNIT_ASSERT_NOT_NULL(test, dev32);
 	high = fake_nv_alloc(e.p, SZ_1M, false);	/* above 4 GiB */
 	low = fake_nv_alloc(e.p, SZ_1M, true);		/* ivshmem BAR, below 4 GiB */
 	KUNIT_ASSERT_NE(test, high, 0);
 	KUNIT_ASSERT_NE(test, low, 0);
 	KUNIT_ASSERT_GT(test, fake_nv_phys(e.p, high), (u64)U32_MAX);
-	mr = reg_on(high, SZ_64K, fake_core_dma32_device(), true);
-	KUNIT_EXPECT_TRUE(test, IS_ERR(mr));
-	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(mr), -EIO);
+	mr = reg_on(high, SZ_1M, dev32, true);
+	if (device_iommu_mapped(dev32)) {
+		kunit_info(test, "32-bit peer behind an IOMMU\n");
+		KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
+		KUNIT_EXPECT_EQ(test, fake_core_mr_nents(mr) > 0, true);
+		for (u64 off = 0; off < SZ_1M; off += P64K) {
+			dma = fake_core_mr_dma_addr(mr, off);
+			KUNIT_EXPECT_LE(test, dma + P64K - 1, (u64)U32_MAX);
+			KUNIT_EXPECT_TRUE(test, fake_nv_maps(dev32, fake_nv_phys(e.p, high + off), dma));
+		}
+	} else {
+		KUNIT_EXPECT_TRUE(test, IS_ERR(mr));
+		KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(mr), -EIO);
+	}
 	if (!IS_ERR(mr))
 		fake_core_dereg_mr(mr);
-	/* The same peer reaches the BAR below 4 GiB; the 64-bit HCA reaches both. */
-	mr = reg_on(low, SZ_64K, fake_core_dma32_device(), true);
+	mr = reg_on(low, SZ_64K, dev32, true);
 	KUNIT_EXPECT_FALSE(test, IS_ERR(mr));
 	if (!IS_ERR(mr))
 		fake_core_dereg_mr(mr);
@@ -966,16 +1004,17 @@ static void dma_map_failure_racing_a_free(struct kunit *test)
 	struct fake_mr *mr;
 
 	env_begin(test, &e);
-	KUNIT_ASSERT_NOT_NULL(test, fake_core_dma32_device());
 	r.g.owner = e.p;
-	/* Above 4 GiB: the 32-bit peer cannot reach it, so dma_map fails (EIO). */
 	r.g.va = fake_nv_alloc(e.p, r.g.len, false);
 	KUNIT_ASSERT_NE(test, r.g.va, 0);
 	fake_core_pause_arm(FAKE_CORE_PAUSE_MAP_FAILED);
 	fake_core_pause_arm(FAKE_CORE_PAUSE_IN_INVALIDATE);
 	KUNIT_ASSERT_EQ(test, job_start(&f), 0);
 	r.old = stale_invalidations();
-	mr = reg_on(r.g.va, r.g.len, fake_core_dma32_device(), true);
+	/* nvidia.ko's dma_map_pages fails (EIO), with or without an IOMMU. */
+	fake_nv_inject_map_errors(1, EIO);
+	mr = reg(r.g.va, r.g.len);
+	fake_nv_inject_map_errors(0, 0);
 	race_joined(test, &f, &r);
 	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(mr), -EIO);
 	if (!IS_ERR(mr))
@@ -1136,7 +1175,7 @@ static struct kunit_case peermem_client_cases[] = {
 	KUNIT_CASE(bar1_exhaustion_is_enomem),
 	KUNIT_CASE_SLOW(registrations_as_large_as_bar1),
 	KUNIT_CASE(software_rdma_device_is_refused),
-	KUNIT_CASE(dma32_peer_cannot_reach_a_high_bar),
+	KUNIT_CASE(dma32_peer_and_a_high_bar),
 	KUNIT_CASE(page_table_major_1_driver),
 	KUNIT_CASE(process_exits_before_deregistration),
 	KUNIT_CASE(process_exits_after_deregistration),

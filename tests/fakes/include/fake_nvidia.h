@@ -16,6 +16,8 @@
 
 #include <linux/types.h>
 
+struct device;
+
 /*
  * A fake process: an mm (mm_alloc) and the tgid of the thread that created it. An
  * allocation belongs to one process; nvidia_p2p_get_pages(0, 0, ...) and
@@ -56,6 +58,12 @@ u64 fake_nv_alloc_at(struct fake_nv_proc *p, u64 va, u64 size, bool backed);
 int fake_nv_free(struct fake_nv_proc *p, u64 va);
 /* The physical address the fake reports for the 64 KiB page holding @va, or 0. */
 u64 fake_nv_phys(struct fake_nv_proc *p, u64 va);
+/*
+ * Whether a live DMA mapping for @peer maps the 64 KiB GPU page at physical address
+ * @phys to the DMA address @dma: what nvidia_p2p_dma_map_pages handed out (the BAR
+ * address without an IOMMU, an IOVA through one).
+ */
+bool fake_nv_maps(struct device *peer, u64 phys, u64 dma);
 
 /* Knobs. */
 struct fake_nv_config {
@@ -74,6 +82,9 @@ bool fake_nv_is_pre_535(void);
 
 /* The next @count pins (get_pages or get_pages_persistent) fail with -@err. */
 void fake_nv_inject_pin_errors(u32 count, int err);
+/* The next @count dma_map_pages fail with -@err (as the real one does when the IOMMU or
+ * the peer cannot map the pages), whatever the peer. */
+void fake_nv_inject_map_errors(u32 count, int err);
 
 /*
  * Pause points: a thread that reaches an armed point blocks there until released.
@@ -130,7 +141,7 @@ struct fake_nv_counters {
 	u64 refused_not_owner;	/* -EINVAL: caller does not own the allocation */
 	u64 refused_no_memory;	/* -EINVAL: no allocation covers the range */
 	u64 refused_bar1;	/* -ENOMEM: BAR1 budget exhausted */
-	u64 refused_injected;	/* failed by fake_nv_inject_pin_errors */
+	u64 refused_injected;	/* failed by fake_nv_inject_{pin,map}_errors */
 	u64 refused_dma_mask;	/* dma_map_pages: peer's DMA mask cannot reach the BAR */
 	u64 puts_not_owner;	/* put_pages of a callback pin from another process: 0, and
 				 * the pin and its callback stay (ABI doc 1.4b) */

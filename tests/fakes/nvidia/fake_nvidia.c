@@ -182,6 +182,9 @@ static struct fake_nv_config config;
 static struct fake_nv_counters counters;
 static u32 inject_count;
 static int inject_err;
+/* dma_map_pages failures to inject (fake_nv_inject_map_errors). */
+static atomic_t map_inject_count = ATOMIC_INIT(0);
+static int map_inject_err;
 
 static u8 fake_gpu_uuid[16] = {
 	'F', 'A', 'K', 'E', '-', 'G', 'P', 'U', 0x10, 0xde, 0x23, 0x30, 0, 0, 0, 1 };
@@ -353,6 +356,13 @@ void fake_nv_inject_pin_errors(u32 count, int err)
 	fnv_unlock(&drv_lock);
 }
 EXPORT_SYMBOL_GPL(fake_nv_inject_pin_errors);
+
+void fake_nv_inject_map_errors(u32 count, int err)
+{
+	WRITE_ONCE(map_inject_err, err);
+	atomic_set(&map_inject_count, err > 0 ? count : 0);
+}
+EXPORT_SYMBOL_GPL(fake_nv_inject_map_errors);
 
 /*
  * The configured cost of a pin or unpin, spent under the driver lock as the real
@@ -540,6 +550,31 @@ u64 fake_nv_phys(struct fake_nv_proc *p, u64 va)
 	return ret;
 }
 EXPORT_SYMBOL_GPL(fake_nv_phys);
+
+bool fake_nv_maps(struct device *peer, u64 phys, u64 dma)
+{
+	struct fnv_map *map;
+	bool found = false;
+	u32 i;
+
+	/* Mappings are never freed before module exit (quarantine), so the walk is safe
+	 * under reg_lock; a mapping's state is read as of now. */
+	spin_lock(&reg_lock);
+	list_for_each_entry(map, &all_maps, all_node) {
+		struct fnv_pin *pin = map->pin;
+
+		if (READ_ONCE(map->state) != FNV_M_LIVE || &map->peer->dev != peer)
+			continue;
+		for (i = 0; i < map->m->entries && !found; i++)
+			found = pin->alloc->phys[pin->first + i] == phys &&
+				map->m->dma_addresses[i] == dma;
+		if (found)
+			break;
+	}
+	spin_unlock(&reg_lock);
+	return found;
+}
+EXPORT_SYMBOL_GPL(fake_nv_maps);
 
 /* ------------------------------------------------------------------------- */
 /* Pins */
@@ -971,6 +1006,11 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer, struct nvidia_p2p_page_table 
 			  page_table, pin->state == FNV_PUT ? "already put" :
 			  "freed by its free callback");
 		ret = -EINVAL;
+		goto out;
+	}
+	if (atomic_dec_if_positive(&map_inject_count) >= 0) {
+		CNT_INC(refused_injected);
+		ret = -READ_ONCE(map_inject_err);
 		goto out;
 	}
 	n = pin->npages;
