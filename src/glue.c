@@ -25,7 +25,12 @@
 #endif
 
 MODULE_VERSION(PEERMEM_VERSION);
-MODULE_SOFTDEP("pre: nvidia ib_core");
+/*
+ * No MODULE_SOFTDEP: kmod ignores a module's modprobe.d install command when the module
+ * has soft dependencies, and the install lines keep peermem and nvidia_peermem apart
+ * (packaging/modprobe.d). The providers load first anyway: depmod records the weak
+ * references below as dependencies on the modules that export them.
+ */
 
 const char peermem_version[] = PEERMEM_VERSION;
 
