@@ -24,6 +24,7 @@ use kernel::{
 };
 
 use crate::{
+    compat,
     nv_p2p::{NvP2p, PinError},
     peer_mem::{ClientKind, DmaDevice, Invalidator, PeerClient, SgHead, SgList},
     range::{GpuRange, GPU_PAGE_SIZE},
@@ -252,7 +253,7 @@ fn current_space() -> Option<(SpaceId, ARef<Mm>)> {
     let mm: ARef<Mm> = ARef::from(&**mm);
     let id = SpaceId {
         mm: mm.as_raw() as usize,
-        tgid: task.tgid(),
+        tgid: compat::tgid(task),
     };
     Some((id, mm))
 }
@@ -314,7 +315,7 @@ impl PeerClient for Client {
         let refuse = |why, e| stats.refuse(why, user.addr, user.len, e);
         let peer = dev
             .pci_function()
-            .ok_or_else(|| refuse(Refusal::NotPci, EOPNOTSUPP))?;
+            .ok_or_else(|| refuse(Refusal::NotPci, compat::eopnotsupp()))?;
         let pin = user.state.lock().pin.clone().ok_or(EFAULT)?;
         let max_seg = u64::from(peer.max_segment_size());
         let mut mapping = match &pin.handle {

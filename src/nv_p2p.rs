@@ -89,7 +89,7 @@ impl Owner {
         let task = kernel::current!();
         Owner {
             mm: task.mm().map_or(0, |mm| mm.as_raw() as usize),
-            tgid: task.tgid(),
+            tgid: crate::compat::tgid(task),
         }
     }
 }

@@ -8,6 +8,7 @@
 
 mod bindings;
 mod client;
+mod compat;
 mod debugfs;
 mod device;
 mod driver;
