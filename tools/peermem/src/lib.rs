@@ -9,10 +9,11 @@
 //! - [`doctor`]: checks whether a host can run peermem and lets applications use it.
 //! - [`nvsmi`]: the few facts `doctor` takes from `nvidia-smi -q`.
 //! - [`version`]: NVIDIA driver versions and what each one offers.
-//! - [`json`]: a minimal JSON writer (the tool has no dependencies).
+//!
+//! JSON output is serialized with `serde_json` from the report types
+//! ([`status::Status`], [`doctor::Report`]).
 
 pub mod doctor;
-pub mod json;
 pub mod nvsmi;
 pub mod root;
 pub mod status;
