@@ -4,9 +4,10 @@
 //! command-line tools, generated from their clap definitions (`make cli-docs` writes
 //! them into build/cli-docs).
 //!
-//! - `DIR/man/`: `peermem.1` and a page per subcommand (`peermem-status.1`, ...);
+//! - `DIR/man/`: `peermem.1` and a page per subcommand (`peermem-status.1`, ...),
+//!   `bench-report.1`;
 //! - `DIR/completions/`: bash (`peermem.bash`), zsh (`_peermem`) and fish
-//!   (`peermem.fish`) completions.
+//!   (`peermem.fish`) completions, and the same for `bench-report`.
 //!
 //! It names every file written, one per line.
 
@@ -30,7 +31,10 @@ const SHELLS: [Shell; 3] = [Shell::Bash, Shell::Zsh, Shell::Fish];
 
 /// The tools' command lines.
 fn tools() -> Vec<clap::Command> {
-    vec![peermem_tool::cli::Cli::command()]
+    vec![
+        peermem_tool::cli::Cli::command(),
+        bench_report::Options::command(),
+    ]
 }
 
 /// Writes every page and completion into `dir`; returns the files, sorted.

@@ -58,5 +58,9 @@ fn man_pages_and_completions_name_the_subcommands() {
     assert!(bash.contains("--nvidia-smi-output"), "{bash}");
     assert!(read("completions/_peermem").contains("#compdef peermem"));
     assert!(read("completions/peermem.fish").contains("doctor"));
+
+    let bench = read("man/bench-report.1");
+    assert!(bench.contains("\\-\\-out"), "{bench}");
+    assert!(read("completions/bench-report.bash").contains("--out"));
     let _ = std::fs::remove_dir_all(&dir);
 }
