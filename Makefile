@@ -12,7 +12,7 @@
 #   make bench      benchmark against nvidia-peermem's pinning strategy (build/bench/report)
 #   make bench-publish  copy that report into docs/bench
 #   make check      rustfmt and clippy with the kernel's settings
-#   make cli-docs   the peermem tool's manual pages and shell completions (build/cli-docs)
+#   make cli-docs   manual pages and shell completions of peermem and bench-report (build/cli-docs)
 #   make fmt        format the module (kernel settings) and the host workspace
 #   make install    install the module and its modprobe/depmod snippets (DESTDIR, KVER)
 #
