@@ -12,6 +12,7 @@
 #   make bench      benchmark against nvidia-peermem's pinning strategy (build/bench/report)
 #   make bench-publish  copy that report into docs/bench
 #   make check      rustfmt and clippy with the kernel's settings
+#   make cli-docs   manual pages and shell completions of peermem and bench-report (build/cli-docs)
 #   make fmt        format the module (kernel settings) and the host workspace
 #   make install    install the module and its modprobe/depmod snippets (DESTDIR, KVER)
 #
@@ -40,7 +41,7 @@ export LIBCLANG_PATH ?= /usr/lib/llvm-19/lib
 KBUILD_EXTRA_SYMBOLS ?=
 
 FORCE:
-.PHONY: FORCE all modules dropin setup kernel run test test-debug bench bench-publish check fmt clean \
+.PHONY: FORCE all modules dropin setup kernel run test test-debug bench bench-publish check cli-docs fmt clean \
 	install install-dropin install-dkms test-install
 
 all: modules
@@ -87,6 +88,11 @@ bench-publish:
 
 check: setup
 	@$(ROOT)/scripts/check
+
+# Manual pages (man/) and bash, zsh and fish completions (completions/), generated from
+# the tools' clap definitions by tools/cli-docs; nothing tracked changes.
+cli-docs:
+	cargo run --quiet -p cli-docs -- $(BUILD)/cli-docs
 
 # Formats the module with the kernel's rustfmt settings and the host workspace.
 fmt:

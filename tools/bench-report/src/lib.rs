@@ -8,21 +8,17 @@
 //!
 //! - [`parse`]s the rows out of the log (timestamps and other console output ignored),
 //! - prints a comparison table and checks the [`report`] targets (PASS/FAIL),
-//! - writes `results.csv` and four PNG [`plot`]s, drawn on a [`canvas`] with a
-//!   [`font`] of its own and encoded by a [`png`] writer of its own (no dependencies).
+//! - writes `results.csv` and four PNG [`plot`]s, drawn with plotters.
 
-pub mod canvas;
-pub mod font;
 pub mod parse;
 pub mod plot;
-pub mod png;
 pub mod report;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// Usage text.
-pub const USAGE: &str = "usage: bench-report LOG [--out DIR]   (DIR defaults to docs/bench)";
+use clap::error::ErrorKind;
+use clap::Parser;
 
 /// Exit code: every target passed.
 pub const EXIT_PASS: i32 = 0;
@@ -31,33 +27,27 @@ pub const EXIT_FAIL: i32 = 1;
 /// Exit code: bad usage, unreadable log, no rows, or outputs not written.
 pub const EXIT_BAD_INPUT: i32 = 2;
 
-/// Command-line options.
-#[derive(Debug, PartialEq)]
+const EXIT_CODES: &str = "\
+Exit status:
+  0  every target PASSes
+  1  a target FAILs or was not measured
+  2  bad usage, unreadable log, no PEERMEM-BENCH rows, or outputs not written";
+
+/// Turns the peermem benchmark's console log into a table, PASS/FAIL targets, a CSV
+/// and PNG plots.
+#[derive(Debug, PartialEq, Parser)]
+#[command(name = "bench-report", version, after_help = EXIT_CODES)]
 pub struct Options {
-    /// The console log.
+    /// The console log (PEERMEM-BENCH rows among other output)
     pub log: PathBuf,
-    /// Where `results.csv` and the plots go.
+    /// Where results.csv and the plots go
+    #[arg(long, value_name = "DIR", default_value = "docs/bench")]
     pub out: PathBuf,
 }
 
 /// Parses the arguments (without the program name).
-pub fn parse_args(args: &[String]) -> Result<Options, String> {
-    let mut log = None;
-    let mut out = PathBuf::from("docs/bench");
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--out" => out = it.next().ok_or("--out needs a directory")?.into(),
-            "-h" | "--help" => return Err(String::new()),
-            a if a.starts_with('-') && a != "-" => return Err(format!("unknown option {a}")),
-            a if log.is_none() => log = Some(PathBuf::from(a)),
-            a => return Err(format!("unexpected argument {a}")),
-        }
-    }
-    Ok(Options {
-        log: log.ok_or("missing LOG")?,
-        out,
-    })
+pub fn parse_args(args: &[String]) -> Result<Options, clap::Error> {
+    Options::try_parse_from(std::iter::once("bench-report").chain(args.iter().map(String::as_str)))
 }
 
 /// Writes `results.csv` and the plots into `dir`; returns the paths written.
@@ -67,15 +57,16 @@ pub fn write_outputs(results: &parse::Results, dir: &Path) -> std::io::Result<Ve
     let csv = dir.join("results.csv");
     std::fs::write(&csv, report::csv(results))?;
     written.push(csv);
-    let plots = [
-        ("latency.png", plot::latency(results)),
-        ("pins.png", plot::pins(results)),
-        ("scaling.png", plot::scaling(results)),
-        ("sg_memory.png", plot::sg_memory(results)),
+    let plots: [(&str, plot::Plot); 4] = [
+        ("latency.png", plot::latency),
+        ("pins.png", plot::pins),
+        ("scaling.png", plot::scaling),
+        ("sg_memory.png", plot::sg_memory),
     ];
-    for (name, canvas) in plots {
+    for (name, draw) in plots {
         let path = dir.join(name);
-        std::fs::write(&path, canvas.to_png())?;
+        plot::write_png(draw, results, &path)
+            .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?;
         written.push(path);
     }
     Ok(written)
@@ -85,11 +76,13 @@ pub fn write_outputs(results: &parse::Results, dir: &Path) -> std::io::Result<Ve
 pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     let opts = match parse_args(args) {
         Ok(o) => o,
+        // --help and --version.
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            let _ = write!(out, "{e}");
+            return EXIT_PASS;
+        }
         Err(e) => {
-            if !e.is_empty() {
-                let _ = writeln!(err, "bench-report: {e}");
-            }
-            let _ = writeln!(err, "{USAGE}");
+            let _ = write!(err, "{e}");
             return EXIT_BAD_INPUT;
         }
     };

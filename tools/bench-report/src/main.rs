@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! `bench-report LOG [--out DIR]`: the peermem benchmark report.
+//! `bench-report LOG [--out DIR]`: the peermem benchmark report (`--help`, `--version`).
 //!
 //! Exit codes: 0 every target PASSes; 1 a target FAILs (or was not measured);
 //! 2 bad input (usage, unreadable log, no benchmark rows, outputs not written).

@@ -1,21 +1,49 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! The four plots: `latency.png`, `pins.png`, `scaling.png`, `sg_memory.png`.
+//! The four plots: `latency.png`, `pins.png`, `scaling.png`, `sg_memory.png`, drawn
+//! with plotters on a bitmap, their text in a TrueType font ([`FONT`]).
 
-use crate::canvas::{Canvas, Rgb, BLACK, DARK, GRID, WHITE};
-use crate::font;
+use std::error::Error;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use plotters::coord::ranged1d::ValueFormatter;
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
 use crate::parse::{human_size, Results, Strategy};
 use crate::report::{pair, SIZE_64K, SIZE_64M};
 
 /// Image width.
-pub const WIDTH: usize = 800;
+pub const WIDTH: u32 = 800;
 /// Image height.
-pub const HEIGHT: usize = 500;
+pub const HEIGHT: u32 = 500;
 
 /// peermem's colour (blue).
-pub const PEERMEM: Rgb = [31, 119, 180];
+pub const PEERMEM: RGBColor = RGBColor(31, 119, 180);
 /// The reference's colour (orange).
-pub const REFERENCE: Rgb = [255, 127, 14];
+pub const REFERENCE: RGBColor = RGBColor(255, 127, 14);
+/// Grid lines.
+const GRID: RGBColor = RGBColor(225, 225, 225);
+/// Axes and axis text.
+const DARK: RGBColor = RGBColor(60, 60, 60);
+
+/// The font of every text: DejaVu Sans from Debian's fonts-dejavu-core (installed by
+/// scripts/setup). The environment variable `BENCH_REPORT_FONT` names another
+/// TrueType or OpenType file.
+pub const FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+/// The family the font is registered as.
+const FAMILY: &str = "sans-serif";
+
+/// The whole image of a plot.
+pub type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
+/// What drawing returns.
+pub type PlotResult<T = ()> = Result<T, Box<dyn Error>>;
+/// A plot: draws `results` on an image of [`WIDTH`] x [`HEIGHT`].
+pub type Plot = fn(&Results, &Area) -> PlotResult;
 
 /// A compact number: `0`, `4.2`, `516`, `1024`, `33.3k`, `1.5M`.
 pub fn compact(v: f64) -> String {
@@ -66,7 +94,8 @@ impl Scale {
         let max = if max > 0.0 { max * 1.15 } else { 1.0 };
         let raw = max / 5.0;
         let mag = 10f64.powf(raw.log10().floor());
-        let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+        // Steps of 1, 2 or 5 times a power of ten: those plotters puts ticks at.
+        let step = [1.0, 2.0, 5.0, 10.0]
             .iter()
             .map(|m| m * mag)
             .find(|s| *s >= raw)
@@ -106,6 +135,22 @@ impl Scale {
         f.clamp(0.0, 1.0)
     }
 
+    /// The value at the bottom of the axis.
+    pub fn bottom(&self) -> f64 {
+        match *self {
+            Scale::Linear { .. } => 0.0,
+            Scale::Log { lo, .. } => 10f64.powi(lo),
+        }
+    }
+
+    /// The value at the top of the axis.
+    pub fn top(&self) -> f64 {
+        match *self {
+            Scale::Linear { max, .. } => max,
+            Scale::Log { hi, .. } => 10f64.powi(hi),
+        }
+    }
+
     /// Tick values.
     pub fn ticks(&self) -> Vec<f64> {
         match *self {
@@ -118,213 +163,384 @@ impl Scale {
     }
 }
 
+/// The font file: `$BENCH_REPORT_FONT`, or [`FONT`].
+fn font_path() -> PathBuf {
+    std::env::var_os("BENCH_REPORT_FONT").map_or_else(|| FONT.into(), PathBuf::from)
+}
+
+/// Loads the font and registers it with plotters, once per process.
+pub fn load_font() -> Result<(), String> {
+    static LOADED: OnceLock<Result<(), String>> = OnceLock::new();
+    let load = || {
+        let path = font_path();
+        let bytes = std::fs::read(&path).map_err(|e| {
+            let hint = "install fonts-dejavu-core, or name a font in BENCH_REPORT_FONT";
+            format!("font {}: {e} ({hint})", path.display())
+        })?;
+        // plotters keeps registered fonts for the life of the process.
+        let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+        plotters::style::register_font(FAMILY, FontStyle::Normal, bytes)
+            .map_err(|_| format!("font {}: not a TrueType or OpenType font", path.display()))
+    };
+    LOADED.get_or_init(load).clone()
+}
+
+/// Renders `plot` into RGB bytes, row by row.
+pub fn render(plot: Plot, results: &Results) -> PlotResult<Vec<u8>> {
+    load_font()?;
+    let mut pixels = vec![0; (WIDTH * HEIGHT * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut pixels, (WIDTH, HEIGHT)).into_drawing_area();
+        plot(results, &root)?;
+        root.present()?;
+    }
+    Ok(pixels)
+}
+
+/// Writes `plot` as a PNG file.
+pub fn write_png(plot: Plot, results: &Results, path: &Path) -> PlotResult {
+    load_font()?;
+    let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
+    plot(results, &root)?;
+    root.present()?;
+    Ok(())
+}
+
+/// The text style of `size` pixels in `color`.
+fn font(size: u32, color: RGBColor) -> TextStyle<'static> {
+    (FAMILY, size).into_font().color(&color)
+}
+
 /// One data series of a plot.
 pub struct Series {
     /// Legend text.
     pub name: String,
     /// Colour.
-    pub color: Rgb,
+    pub color: RGBColor,
     /// One value per category (`None`: not measured).
     pub values: Vec<Option<f64>>,
 }
 
-/// A rectangle of the image.
-#[derive(Clone, Copy, Debug)]
-pub struct Rect {
-    /// Left.
-    pub x0: i64,
-    /// Top.
-    pub y0: i64,
-    /// Right (exclusive).
-    pub x1: i64,
-    /// Bottom (exclusive).
-    pub y1: i64,
-}
-
-/// Where data go inside a panel, after room for title, ticks and labels.
-fn inner(area: Rect) -> Rect {
-    Rect {
-        x0: area.x0 + 62,
-        y0: area.y0 + 24,
-        x1: area.x1 - 8,
-        y1: area.y1 - 44,
+/// A chart of one panel: title, room for tick labels and the axis description, a
+/// mesh with grid lines at the y ticks. `ticks` bounds the number of (x, y) ticks.
+fn chart<'a, 'b, X, Y>(
+    area: &'a Area<'b>,
+    title: &str,
+    ylabel: &str,
+    xlabel: &str,
+    x: X,
+    y: Y,
+    ticks: (usize, usize),
+) -> PlotResult<ChartContext<'a, BitMapBackend<'b>, Cartesian2d<X, Y>>>
+where
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let mut builder = ChartBuilder::on(area);
+    builder
+        .margin_right(8)
+        .x_label_area_size(44)
+        .y_label_area_size(62);
+    if title.is_empty() {
+        builder.margin_top(24);
+    } else {
+        builder.margin_top(4).caption(title, font(13, BLACK));
     }
+    let mut chart = builder.build_cartesian_2d(x, y)?;
+    let mut mesh = chart.configure_mesh();
+    mesh.disable_x_mesh()
+        .max_light_lines(0)
+        .bold_line_style(GRID)
+        .axis_style(DARK)
+        .label_style(font(11, DARK))
+        .axis_desc_style(font(12, DARK))
+        .x_label_formatter(&|v| compact(*v))
+        .y_label_formatter(&|v| compact(*v))
+        .x_labels(ticks.0)
+        .y_labels(ticks.1)
+        .y_desc(ylabel);
+    if !xlabel.is_empty() {
+        mesh.x_desc(xlabel);
+    }
+    mesh.draw()?;
+    Ok(chart)
 }
 
-/// Marks an empty chart inside its plot rectangle `r`.
-fn not_measured(c: &mut Canvas, r: Rect) {
-    c.text_centered(
-        (r.x0 + r.x1) / 2,
-        (r.y0 + r.y1) / 2,
+/// Marks an empty chart in the middle of its plotting area.
+fn not_measured<X: Ranged, Y: Ranged>(
+    chart: &ChartContext<'_, BitMapBackend<'_>, Cartesian2d<X, Y>>,
+) -> PlotResult {
+    let plotting = chart.plotting_area().strip_coord_spec();
+    let (w, h) = plotting.dim_in_pixel();
+    let style = font(12, DARK).pos(Pos::new(HPos::Center, VPos::Center));
+    plotting.draw(&Text::new(
         "not measured",
-        1,
-        DARK,
-    );
-}
-
-/// Frame, grid, y ticks, panel title and y label; returns the inner rectangle.
-fn axes(c: &mut Canvas, area: Rect, title: &str, ylabel: &str, scale: Scale) -> Rect {
-    let r = inner(area);
-    c.text_centered((r.x0 + r.x1) / 2, area.y0 + 4, title, 1, BLACK);
-    for t in scale.ticks() {
-        let y = r.y1 - 1 - (scale.frac(t) * (r.y1 - r.y0 - 1) as f64).round() as i64;
-        c.fill(r.x0, y, r.x1, y + 1, GRID);
-        c.fill(r.x0 - 4, y, r.x0, y + 1, DARK);
-        c.text_right(r.x0 - 7, y - 3, &compact(t), 1, DARK);
-    }
-    c.fill(r.x0, r.y0, r.x0 + 1, r.y1, DARK);
-    c.fill(r.x0, r.y1 - 1, r.x1, r.y1, DARK);
-    c.text_vertical(area.x0 + 2, (r.y0 + r.y1) / 2, ylabel, 1, DARK);
-    r
-}
-
-fn y_of(r: Rect, scale: Scale, v: f64) -> i64 {
-    r.y1 - 1 - (scale.frac(v) * (r.y1 - r.y0 - 1) as f64).round() as i64
+        (w as i32 / 2, h as i32 / 2),
+        style,
+    ))?;
+    Ok(())
 }
 
 /// A grouped bar panel. Category labels may hold `\n` for a second line.
-#[allow(clippy::too_many_arguments)]
 pub fn bar_panel(
-    c: &mut Canvas,
-    area: Rect,
+    area: &Area,
     title: &str,
     ylabel: &str,
     categories: &[String],
     series: &[Series],
     scale: Scale,
     label: &dyn Fn(f64) -> String,
-) {
-    let r = axes(c, area, title, ylabel, scale);
-    if categories.is_empty() {
-        not_measured(c, r);
-        return;
-    }
-    let group_w = (r.x1 - r.x0) / categories.len() as i64;
-    let bar_w = ((group_w * 7 / 10) / series.len().max(1) as i64).max(2);
-    for (i, cat) in categories.iter().enumerate() {
-        let gx = r.x0 + group_w * i as i64 + (group_w - bar_w * series.len() as i64) / 2;
-        for (j, s) in series.iter().enumerate() {
-            let x = gx + bar_w * j as i64;
-            let base = r.y1 - 1;
-            match s.values.get(i).copied().flatten() {
-                Some(v) => {
-                    let top = y_of(r, scale, v);
-                    if top < base {
-                        c.fill(x + 1, top, x + bar_w - 1, base, s.color);
-                    }
-                    let text = label(v);
-                    let w = font::text_width(&text, 1) as i64;
-                    let tx = x + bar_w / 2;
-                    if w > bar_w + 4 && top - 10 < r.y0 + 2 {
-                        // No room above a tall, narrow bar: label inside, in white.
-                        c.text_vertical(tx - 3, top + w / 2 + 4, &text, 1, WHITE);
-                    } else if w > bar_w + 4 {
-                        c.text_vertical(tx - 3, top - w / 2 - 3, &text, 1, BLACK);
-                    } else {
-                        c.text_centered(tx, top - 10, &text, 1, BLACK);
-                    }
-                }
-                None => c.text_vertical(x + bar_w / 2 - 3, base - 24, "n/a", 1, DARK),
-            }
-        }
-        let cx = r.x0 + group_w * i as i64 + group_w / 2;
-        for (k, line) in cat.split('\n').enumerate() {
-            c.text_centered(cx, r.y1 + 6 + 11 * k as i64, line, 1, BLACK);
+) -> PlotResult {
+    let bars = Bars {
+        title,
+        ylabel,
+        categories,
+        series,
+        label,
+    };
+    let ticks = scale.ticks();
+    let y_ticks = ticks.len();
+    let range = scale.bottom()..scale.top();
+    match scale {
+        // plotters puts the ticks of a linear axis at round steps, as Scale does.
+        Scale::Linear { .. } => draw_bars(area, &bars, RangedCoordf64::from(range), y_ticks),
+        Scale::Log { .. } => {
+            let y = range.log_scale().with_key_points(ticks);
+            draw_bars(area, &bars, y, y_ticks)
         }
     }
 }
 
+/// What a bar panel shows.
+struct Bars<'a> {
+    title: &'a str,
+    ylabel: &'a str,
+    categories: &'a [String],
+    series: &'a [Series],
+    label: &'a dyn Fn(f64) -> String,
+}
+
+/// [`bar_panel`] on the linear or logarithmic y axis `y` with `y_ticks` ticks.
+fn draw_bars<Y: Ranged<ValueType = f64> + ValueFormatter<f64>>(
+    area: &Area,
+    bars: &Bars<'_>,
+    y: Y,
+    y_ticks: usize,
+) -> PlotResult {
+    let Bars {
+        title,
+        ylabel,
+        categories,
+        series,
+        label,
+    } = *bars;
+    // One unit of x per category; no x ticks, the categories are written below.
+    let x = 0.0..categories.len().max(1) as f64;
+    let chart = chart(
+        area,
+        title,
+        ylabel,
+        "",
+        RangedCoordf64::from(x),
+        y,
+        (0, y_ticks),
+    )?;
+    if categories.is_empty() {
+        return not_measured(&chart);
+    }
+    let Range {
+        start: base,
+        end: top,
+    } = chart.y_range();
+    let bar_w = 0.7 / series.len().max(1) as f64;
+    for (i, cat) in categories.iter().enumerate() {
+        let gx = i as f64 + (1.0 - bar_w * series.len() as f64) / 2.0;
+        for (j, s) in series.iter().enumerate() {
+            let (x0, x1) = (gx + bar_w * j as f64, gx + bar_w * (j + 1) as f64);
+            let at = ((x0 + x1) / 2.0, base);
+            match s.values.get(i).copied().flatten() {
+                Some(v) => {
+                    let v_top = v.min(top);
+                    if v_top > base {
+                        let mut bar = Rectangle::new([(x0, base), (x1, v_top)], s.color.filled());
+                        bar.set_margin(0, 0, 1, 1);
+                        chart.plotting_area().draw(&bar)?;
+                    }
+                    let width =
+                        chart.backend_coord(&(x1, base)).0 - chart.backend_coord(&(x0, base)).0;
+                    value_label(&chart, (at.0, v_top.max(base)), width, &label(v))?;
+                }
+                None => {
+                    let style = font(11, DARK)
+                        .transform(FontTransform::Rotate270)
+                        .pos(Pos::new(HPos::Left, VPos::Center));
+                    chart
+                        .plotting_area()
+                        .draw(&(EmptyElement::at(at) + Text::new("n/a", (0, -4), style)))?;
+                }
+            }
+        }
+        let style = font(11, BLACK).pos(Pos::new(HPos::Center, VPos::Top));
+        for (k, line) in cat.split('\n').enumerate() {
+            let text = Text::new(line.to_owned(), (0, 6 + 14 * k as i32), style.clone());
+            chart
+                .plotting_area()
+                .draw(&(EmptyElement::at((i as f64 + 0.5, base)) + text))?;
+        }
+    }
+    Ok(())
+}
+
+/// A bar's value at its top `at`: above the bar, or inside it (in white) where the
+/// chart has no room above; turned on its side where it is wider than the bar.
+fn value_label<X: Ranged<ValueType = f64>, Y: Ranged<ValueType = f64>>(
+    chart: &ChartContext<'_, BitMapBackend<'_>, Cartesian2d<X, Y>>,
+    at: (f64, f64),
+    bar_width: i32,
+    text: &str,
+) -> PlotResult {
+    let style = font(11, BLACK);
+    let (w, h) = chart.plotting_area().estimate_text_size(text, &style)?;
+    let (w, h) = (w as i32, h as i32);
+    let room = chart.backend_coord(&at).1 - chart.plotting_area().get_pixel_range().1.start;
+    let sideways = w > bar_width + 4;
+    let above = room > if sideways { w } else { h } + 4;
+    let (style, offset) = match (sideways, above) {
+        (false, true) => (style.pos(Pos::new(HPos::Center, VPos::Bottom)), -3),
+        (false, false) => (
+            style.color(&WHITE).pos(Pos::new(HPos::Center, VPos::Top)),
+            3,
+        ),
+        (true, true) => (
+            style
+                .transform(FontTransform::Rotate270)
+                .pos(Pos::new(HPos::Left, VPos::Center)),
+            -3,
+        ),
+        (true, false) => (
+            style
+                .color(&WHITE)
+                .transform(FontTransform::Rotate270)
+                .pos(Pos::new(HPos::Right, VPos::Center)),
+            3,
+        ),
+    };
+    let text = Text::new(text.to_owned(), (0, offset), style);
+    chart.plotting_area().draw(&(EmptyElement::at(at) + text))?;
+    Ok(())
+}
+
 /// A line panel with a log x axis at `xs`.
 pub fn line_panel(
-    c: &mut Canvas,
-    area: Rect,
+    area: &Area,
     title: &str,
     ylabel: &str,
     xlabel: &str,
     xs: &[f64],
     series: &[Series],
-) {
+) -> PlotResult {
     let max = series
         .iter()
         .flat_map(|s| s.values.iter().flatten())
         .copied()
         .fold(0.0, f64::max);
     let scale = Scale::linear(max);
-    let r = axes(c, area, title, ylabel, scale);
-    c.text_centered((r.x0 + r.x1) / 2, r.y1 + 24, xlabel, 1, DARK);
-    if xs.is_empty() {
-        not_measured(c, r);
-        return;
-    }
-    let lo = xs
-        .iter()
-        .copied()
-        .fold(f64::INFINITY, f64::min)
-        .log10()
-        .floor();
-    let hi = xs
-        .iter()
-        .copied()
-        .fold(0.0, f64::max)
-        .log10()
-        .ceil()
-        .max(lo + 1.0);
-    let pad = 30;
-    let x_of = |v: f64| {
-        r.x0 + pad + (((v.log10() - lo) / (hi - lo)) * (r.x1 - r.x0 - 2 * pad) as f64) as i64
+    // Decades around the x values, with a margin so that the end points show whole.
+    let (lo, hi) = if xs.is_empty() {
+        (0.0, 1.0)
+    } else {
+        let lo = xs
+            .iter()
+            .copied()
+            .fold(f64::INFINITY, f64::min)
+            .log10()
+            .floor();
+        let hi = xs
+            .iter()
+            .copied()
+            .fold(0.0, f64::max)
+            .log10()
+            .ceil()
+            .max(lo + 1.0);
+        (lo, hi)
     };
-    let mut e = lo;
-    while e <= hi {
-        let x = x_of(10f64.powf(e));
-        c.fill(x, r.y1, x + 1, r.y1 + 4, DARK);
-        c.text_centered(x, r.y1 + 7, &compact(10f64.powf(e)), 1, DARK);
-        e += 1.0;
+    let pad = 0.05 * (hi - lo);
+    let decades: Vec<f64> = (lo as i32..=hi as i32).map(|e| 10f64.powi(e)).collect();
+    let x_ticks = decades.len();
+    let x = (10f64.powf(lo - pad)..10f64.powf(hi + pad))
+        .log_scale()
+        .with_key_points(decades);
+    let y = scale.bottom()..scale.top();
+    let ticks = (x_ticks, scale.ticks().len());
+    let mut chart = chart(
+        area,
+        title,
+        ylabel,
+        xlabel,
+        x,
+        RangedCoordf64::from(y),
+        ticks,
+    )?;
+    if xs.is_empty() {
+        return not_measured(&chart);
     }
     for (j, s) in series.iter().enumerate() {
-        let points: Vec<(i64, i64, f64)> = xs
+        let points: Vec<(f64, f64)> = xs
             .iter()
             .zip(&s.values)
-            .filter_map(|(x, v)| v.map(|v| (x_of(*x), y_of(r, scale, v), v)))
+            .filter_map(|(x, v)| v.map(|v| (*x, v)))
             .collect();
-        for w in points.windows(2) {
-            c.line(w[0].0, w[0].1, w[1].0, w[1].1, 3, s.color);
-        }
-        for (x, y, v) in &points {
-            c.fill(x - 4, y - 4, x + 5, y + 5, s.color);
-            // peermem's labels below its points, the reference's above.
-            let dy = if j == 0 { 9 } else { -17 };
-            c.text_centered(*x, y + dy, &compact(*v), 1, BLACK);
-        }
+        chart.draw_series(LineSeries::new(points.clone(), s.color.stroke_width(3)))?;
+        // peermem's labels below its points, the reference's above.
+        let (offset, v_pos) = if j == 0 {
+            (9, VPos::Top)
+        } else {
+            (-9, VPos::Bottom)
+        };
+        let style = font(11, BLACK).pos(Pos::new(HPos::Center, v_pos));
+        chart.draw_series(points.iter().map(|&(x, v)| {
+            EmptyElement::at((x, v))
+                + Rectangle::new([(-4, -4), (4, 4)], s.color.filled())
+                + Text::new(compact(v), (0, offset), style.clone())
+        }))?;
     }
+    Ok(())
 }
 
 /// A legend box at the image's top right.
-pub fn legend(c: &mut Canvas, series: &[(String, Rgb)]) {
-    let w = series
-        .iter()
-        .map(|(n, _)| font::text_width(n, 1) as i64)
-        .max()
-        .unwrap_or(0)
-        + 30;
-    let h = 14 * series.len() as i64 + 8;
-    let (x0, y0) = (c.width as i64 - w - 12, 8);
-    c.fill(x0, y0, x0 + w, y0 + h, WHITE);
-    c.outline(x0, y0, x0 + w, y0 + h, DARK);
-    for (i, (name, color)) in series.iter().enumerate() {
-        let y = y0 + 5 + 14 * i as i64;
-        c.fill(x0 + 6, y, x0 + 18, y + 9, *color);
-        c.text(x0 + 24, y + 1, name, 1, BLACK);
+pub fn legend(root: &Area, series: &[(String, RGBColor)]) -> PlotResult {
+    let style = font(12, BLACK).pos(Pos::new(HPos::Left, VPos::Center));
+    let mut text_w = 0;
+    for (name, _) in series {
+        text_w = text_w.max(root.estimate_text_size(name, &style)?.0 as i32);
     }
+    let (w, h) = (text_w + 32, 16 * series.len() as i32 + 8);
+    let (x0, y0) = (WIDTH as i32 - w - 12, 8);
+    root.draw(&Rectangle::new(
+        [(x0, y0), (x0 + w, y0 + h)],
+        WHITE.filled(),
+    ))?;
+    root.draw(&Rectangle::new([(x0, y0), (x0 + w, y0 + h)], DARK))?;
+    for (i, (name, color)) in series.iter().enumerate() {
+        let y = y0 + 5 + 16 * i as i32;
+        root.draw(&Rectangle::new(
+            [(x0 + 6, y), (x0 + 17, y + 8)],
+            color.filled(),
+        ))?;
+        root.draw(&Text::new(name.as_str(), (x0 + 24, y + 4), style.clone()))?;
+    }
+    Ok(())
 }
 
-fn start(title: &str, subtitle: &str) -> Canvas {
-    let mut c = Canvas::new(WIDTH, HEIGHT);
-    c.text(14, 10, title, 2, BLACK);
-    c.text(14, 32, subtitle, 1, DARK);
-    c
+/// A white image with the plot's title and subtitle; returns the area below them.
+fn start<'b>(root: &Area<'b>, title: &str, subtitle: &str) -> PlotResult<Area<'b>> {
+    root.fill(&WHITE)?;
+    root.draw(&Text::new(title, (14, 8), font(22, BLACK)))?;
+    root.draw(&Text::new(subtitle, (14, 36), font(12, DARK)))?;
+    Ok(root.margin(60, 10, 10, 10))
 }
 
-fn both() -> Vec<(String, Rgb)> {
+fn both() -> Vec<(String, RGBColor)> {
     vec![
         ("peermem".into(), PEERMEM),
         ("reference (nvidia-peermem)".into(), REFERENCE),
@@ -365,11 +581,12 @@ fn ratio_line(p: Option<f64>, r: Option<f64>) -> String {
 }
 
 /// `latency.png`: registration mean latency by size, one panel per pin cost.
-pub fn latency(results: &Results) -> Canvas {
-    let mut c = start(
+pub fn latency(results: &Results, root: &Area) -> PlotResult {
+    let body = start(
+        root,
         "Registration latency",
         "mean register time in us (log scale); p/r = peermem / reference",
-    );
+    )?;
     let keys: Vec<_> = results.keys_of("latency", "reg_mean_ns").collect();
     let costs = distinct(keys.iter().map(|k| k.cost_us).collect());
     let sizes = distinct(keys.iter().map(|k| k.size).collect());
@@ -386,8 +603,8 @@ pub fn latency(results: &Results) -> Canvas {
         .map(|v| v / 1000.0)
         .collect();
     let scale = Scale::log(all);
-    let panel_w = (WIDTH as i64 - 20) / costs.len() as i64;
-    for (i, cost) in costs.iter().enumerate() {
+    let panels = body.split_evenly((1, costs.len()));
+    for (cost, area) in costs.iter().zip(&panels) {
         let (mut pv, mut rv, mut cats) = (Vec::new(), Vec::new(), Vec::new());
         for size in &sizes {
             let (p, r) = get(*size, *cost);
@@ -395,14 +612,7 @@ pub fn latency(results: &Results) -> Canvas {
             rv.push(r.map(|v| v / 1000.0));
             cats.push(format!("{}\n{}", human_size(*size), ratio_line(p, r)));
         }
-        let area = Rect {
-            x0: 10 + panel_w * i as i64,
-            y0: 60,
-            x1: 10 + panel_w * (i as i64 + 1),
-            y1: HEIGHT as i64 - 10,
-        };
         bar_panel(
-            &mut c,
             area,
             &format!("pin cost {cost} us"),
             "register mean (us)",
@@ -410,19 +620,19 @@ pub fn latency(results: &Results) -> Canvas {
             &series(pv, rv),
             scale,
             &compact,
-        );
+        )?;
     }
-    legend(&mut c, &both());
-    c
+    legend(root, &both())
 }
 
 /// `pins.png`: pins per registration (latency configurations) and per covered
 /// re-registration (reuse).
-pub fn pins(results: &Results) -> Canvas {
-    let mut c = start(
+pub fn pins(results: &Results, root: &Area) -> PlotResult {
+    let body = start(
+        root,
         "Pins per registration",
         "latency runs (size / pin cost) and a covered re-registration (reuse)",
-    );
+    )?;
     let (mut pv, mut rv, mut cats) = (Vec::new(), Vec::new(), Vec::new());
     for k in results.keys_of("latency", "pins_per_reg") {
         pv.push(results.get(Strategy::Peermem, k));
@@ -435,28 +645,20 @@ pub fn pins(results: &Results) -> Canvas {
         cats.push("re-register\n(covered)".into());
     }
     let max = pv.iter().chain(&rv).flatten().copied().fold(2.0, f64::max);
-    let area = Rect {
-        x0: 10,
-        y0: 60,
-        x1: WIDTH as i64 - 10,
-        y1: HEIGHT as i64 - 10,
-    };
     bar_panel(
-        &mut c,
-        area,
+        &body,
         "",
         "pins per registration",
         &cats,
         &series(pv, rv),
         Scale::linear(max),
         &|v| format!("{v:.2}"),
-    );
-    legend(&mut c, &both());
-    c
+    )?;
+    legend(root, &both())
 }
 
 /// `scaling.png`: cost of one register+deregister against live registrations.
-pub fn scaling(results: &Results) -> Canvas {
+pub fn scaling(results: &Results, root: &Area) -> PlotResult {
     let keys: Vec<_> = results.keys_of("scaling", "op_ns").collect();
     let lives = distinct(keys.iter().map(|k| k.live).filter(|l| *l > 0).collect());
     let at = |s, live| {
@@ -475,39 +677,33 @@ pub fn scaling(results: &Results) -> Canvas {
         ),
         _ => String::new(),
     };
-    let mut c = start(
+    let body = start(
+        root,
         "Scaling with live registrations",
         &format!("mean ns per register+deregister of 64 KiB{growth}"),
-    );
-    let area = Rect {
-        x0: 10,
-        y0: 60,
-        x1: WIDTH as i64 - 10,
-        y1: HEIGHT as i64 - 10,
-    };
+    )?;
     let xs: Vec<f64> = lives.iter().map(|l| *l as f64).collect();
     line_panel(
-        &mut c,
-        area,
+        &body,
         "",
         "register+deregister (ns)",
         "live registrations (log scale)",
         &xs,
         &series(pv, rv),
-    );
-    legend(&mut c, &both());
-    c
+    )?;
+    legend(root, &both())
 }
 
 /// Looks up (peermem, reference) at a size.
 type PairAt<'a> = dyn Fn(u64) -> (Option<f64>, Option<f64>) + 'a;
 
 /// `sg_memory.png`: SG entries and module bytes per registration at 64 KiB and 64 MiB.
-pub fn sg_memory(results: &Results) -> Canvas {
-    let mut c = start(
+pub fn sg_memory(results: &Results, root: &Area) -> PlotResult {
+    let body = start(
+        root,
         "SG entries and module memory",
         "per registration, 64 KiB and 64 MiB (log scale)",
-    );
+    )?;
     let sizes = [SIZE_64K, SIZE_64M];
     let sg = |size| {
         let at0 = pair(results, "latency", "sg_entries", size, Some(0));
@@ -518,12 +714,11 @@ pub fn sg_memory(results: &Results) -> Canvas {
         }
     };
     let mem = |size| pair(results, "memory", "bytes_per_reg_module", size, None);
-    let half = (WIDTH as i64 - 20) / 2;
     let panels: [(&str, &str, &PairAt); 2] = [
         ("SG entries", "SG entries per registration", &sg),
         ("module bytes per live registration", "bytes", &mem),
     ];
-    for (i, (title, ylabel, get)) in panels.iter().enumerate() {
+    for ((title, ylabel, get), area) in panels.iter().zip(&body.split_evenly((1, 2))) {
         let (mut pv, mut rv, mut cats) = (Vec::new(), Vec::new(), Vec::new());
         for size in sizes {
             let (p, r) = get(size);
@@ -532,25 +727,9 @@ pub fn sg_memory(results: &Results) -> Canvas {
             cats.push(format!("{}\n{}", human_size(size), ratio_line(p, r)));
         }
         let scale = Scale::log(pv.iter().chain(&rv).flatten().copied());
-        let area = Rect {
-            x0: 10 + half * i as i64,
-            y0: 60,
-            x1: 10 + half * (i as i64 + 1),
-            y1: HEIGHT as i64 - 10,
-        };
-        bar_panel(
-            &mut c,
-            area,
-            title,
-            ylabel,
-            &cats,
-            &series(pv, rv),
-            scale,
-            &compact,
-        );
+        bar_panel(area, title, ylabel, &cats, &series(pv, rv), scale, &compact)?;
     }
-    legend(&mut c, &both());
-    c
+    legend(root, &both())
 }
 
 #[cfg(test)]
@@ -590,6 +769,25 @@ mod tests {
     }
 
     #[test]
+    fn plotters_ticks_a_linear_axis_where_scale_does() {
+        for max in [
+            0.0, 0.3, 1.0, 2.0, 7.0, 10.0, 13.0, 99.0, 2.9, 1234.5, 11800.0, 86800.0,
+        ] {
+            let scale = Scale::linear(max);
+            let ticks = scale.ticks();
+            let axis = RangedCoordf64::from(scale.bottom()..scale.top());
+            let drawn = axis.key_points(ticks.len());
+            assert_eq!(drawn.len(), ticks.len(), "{max}: {drawn:?} {ticks:?}");
+            for (d, t) in drawn.iter().zip(&ticks) {
+                assert!(
+                    (d - t).abs() < 1e-9 * scale.top(),
+                    "{max}: {drawn:?} {ticks:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn bars_are_drawn_in_series_colours() {
         let results = crate::parse::Results::new(
             parse_log(
@@ -598,13 +796,17 @@ mod tests {
             )
             .rows,
         );
-        let c = pins(&results);
-        assert_eq!((c.width, c.height), (WIDTH, HEIGHT));
-        let count = |col: Rgb| c.pixels.chunks(3).filter(|p| *p == col).count();
+        let pixels = render(pins, &results).unwrap();
+        assert_eq!(pixels.len(), (WIDTH * HEIGHT * 3) as usize);
+        let count = |c: RGBColor| {
+            let rgb = [c.0, c.1, c.2];
+            pixels.chunks(3).filter(|p| *p == rgb).count()
+        };
         // The reference's bar is twice as tall as peermem's, and as wide.
         let (p, r) = (count(PEERMEM), count(REFERENCE));
         // Each colour also fills one legend swatch of 12 x 9 pixels.
         let (p, r) = ((p - 108) as f64, (r - 108) as f64);
+        assert!(p > 1000.0, "{p}");
         assert!((r / p - 2.0).abs() < 0.02, "{p} {r}");
     }
 }

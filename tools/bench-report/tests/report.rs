@@ -4,7 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use bench_report::{png, run, EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS};
+use bench_report::plot::{HEIGHT, PEERMEM, REFERENCE, WIDTH};
+use bench_report::{run, EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS};
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/console.log");
 
@@ -16,22 +17,28 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 fn report(log: &Path, out: &Path) -> (i32, String, String) {
-    let args = vec![
-        log.display().to_string(),
-        "--out".to_string(),
-        out.display().to_string(),
-    ];
-    let (mut o, mut e) = (Vec::new(), Vec::new());
-    let code = run(&args, &mut o, &mut e);
-    (
-        code,
-        String::from_utf8(o).unwrap(),
-        String::from_utf8(e).unwrap(),
-    )
+    let (log, out) = (log.display().to_string(), out.display().to_string());
+    run_args(&[&log, "--out", &out])
 }
 
-fn be32(b: &[u8]) -> u32 {
-    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+/// Decodes a PNG file (checksums included): its size and RGB pixels.
+fn decode_png(path: &Path) -> (u32, u32, Vec<u8>) {
+    let file = std::fs::File::open(path).unwrap();
+    let mut reader = png::Decoder::new(std::io::BufReader::new(file))
+        .read_info()
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut pixels = vec![0; reader.output_buffer_size()];
+    let frame = reader
+        .next_frame(&mut pixels)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(
+        (frame.color_type, frame.bit_depth),
+        (png::ColorType::Rgb, png::BitDepth::Eight),
+        "{}",
+        path.display()
+    );
+    pixels.truncate(frame.buffer_size());
+    (frame.width, frame.height, pixels)
 }
 
 #[test]
@@ -88,16 +95,14 @@ fn fixture_passes_every_target_and_writes_outputs() {
     );
 
     for name in ["latency.png", "pins.png", "scaling.png", "sg_memory.png"] {
-        let data = std::fs::read(out.join(name)).unwrap();
-        assert_eq!(data[..8], png::SIGNATURE, "{name}");
-        assert_eq!(&data[12..16], b"IHDR");
-        assert_eq!((be32(&data[16..]), be32(&data[20..])), (800, 500), "{name}");
-        assert_eq!(
-            be32(&data[29..]),
-            png::crc32(&[&data[12..29]]),
-            "{name} IHDR CRC"
-        );
-        assert_eq!(&data[data.len() - 8..data.len() - 4], b"IEND");
+        let (w, h, pixels) = decode_png(&out.join(name));
+        assert_eq!((w, h), (WIDTH, HEIGHT), "{name}");
+        // Both series are drawn in their colours (bars or lines, and the legend).
+        for c in [PEERMEM, REFERENCE] {
+            let rgb = [c.0, c.1, c.2];
+            let n = pixels.chunks(3).filter(|p| *p == rgb).count();
+            assert!(n > 500, "{name}: {n} pixels of {rgb:?}");
+        }
     }
     let _ = std::fs::remove_dir_all(&out);
 }
@@ -131,10 +136,45 @@ fn no_rows_or_no_log_exits_2() {
     let (code, _, stderr) = report(&dir.join("missing.log"), &dir.join("out"));
     assert_eq!(code, EXIT_BAD_INPUT);
     assert!(stderr.contains("missing.log"));
-    let (mut o, mut e) = (Vec::new(), Vec::new());
-    assert_eq!(run(&[], &mut o, &mut e), EXIT_BAD_INPUT);
-    assert!(String::from_utf8(e)
-        .unwrap()
-        .contains("usage: bench-report"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs with `args`: (exit code, stdout, stderr).
+fn run_args(args: &[&str]) -> (i32, String, String) {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let (mut o, mut e) = (Vec::new(), Vec::new());
+    let code = run(&args, &mut o, &mut e);
+    (
+        code,
+        String::from_utf8(o).unwrap(),
+        String::from_utf8(e).unwrap(),
+    )
+}
+
+#[test]
+fn bad_usage_exits_2_and_help_and_version_exit_0() {
+    for args in [
+        &[][..],
+        &["a.log", "b.log"],
+        &["--bogus", "a.log"],
+        &["a.log", "--out"],
+    ] {
+        let (code, stdout, stderr) = run_args(args);
+        assert_eq!(code, EXIT_BAD_INPUT, "{args:?}");
+        assert!(stdout.is_empty(), "{args:?}");
+        assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+    }
+    let (code, stdout, _) = run_args(&["--help"]);
+    assert_eq!(code, EXIT_PASS);
+    assert!(
+        stdout.contains("Usage: bench-report [OPTIONS] <LOG>"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("--out <DIR>"), "{stdout}");
+    let (code, stdout, _) = run_args(&["--version"]);
+    assert_eq!(code, EXIT_PASS);
+    assert_eq!(
+        stdout,
+        format!("bench-report {}\n", env!("CARGO_PKG_VERSION"))
+    );
 }

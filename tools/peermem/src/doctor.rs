@@ -9,7 +9,8 @@
 use std::fmt::{self, Write};
 use std::process::Command;
 
-use crate::json;
+use serde::{Serialize, Serializer};
+
 use crate::nvsmi;
 use crate::status::DEBUGFS_DIR;
 use crate::version::DriverVersion;
@@ -46,8 +47,15 @@ impl fmt::Display for Verdict {
     }
 }
 
-/// One check's result.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// In JSON, the printed word (`"OK"`, `"WARN"`, `"FAIL"`, `"N/A"`).
+impl Serialize for Verdict {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.word())
+    }
+}
+
+/// One check's result; in JSON, `{"id":..,"verdict":..,"detail":..,"fix":..|null}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Check {
     /// A stable identifier (`kernel-rust`, `nvidia-driver`, ...).
     pub id: &'static str,
@@ -140,19 +148,18 @@ impl Report {
 
     /// The JSON rendering: `{"ready":..,"verdict":"..","checks":[{..}]}`.
     pub fn render_json(&self) -> String {
-        let checks = json::array(self.checks.iter().map(|c| {
-            json::Object::new()
-                .str("id", c.id)
-                .str("verdict", c.verdict.word())
-                .str("detail", &c.detail)
-                .opt_str("fix", c.fix.as_deref())
-                .finish()
-        }));
-        json::Object::new()
-            .bool("ready", self.ready())
-            .str("verdict", &self.summary())
-            .raw("checks", checks)
-            .finish()
+        #[derive(Serialize)]
+        struct Json<'a> {
+            ready: bool,
+            verdict: String,
+            checks: &'a [Check],
+        }
+        let json = Json {
+            ready: self.ready(),
+            verdict: self.summary(),
+            checks: &self.checks,
+        };
+        serde_json::to_string(&json).expect("a report serializes to JSON")
     }
 }
 

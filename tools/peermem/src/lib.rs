@@ -5,14 +5,17 @@
 //! Every file it reads is named by its absolute path on a live host (`/sys/...`) and
 //! resolved under a [`Root`] (`/` on a live host, a recorded tree in tests).
 //!
+//! - [`cli`]: the command line (clap definitions).
 //! - [`status`]: parses the module's debugfs files (`stats`, `pins`) and renders them.
 //! - [`doctor`]: checks whether a host can run peermem and lets applications use it.
 //! - [`nvsmi`]: the few facts `doctor` takes from `nvidia-smi -q`.
 //! - [`version`]: NVIDIA driver versions and what each one offers.
-//! - [`json`]: a minimal JSON writer (the tool has no dependencies).
+//!
+//! JSON output is serialized with `serde_json` from the report types
+//! ([`status::Status`], [`doctor::Report`]).
 
+pub mod cli;
 pub mod doctor;
-pub mod json;
 pub mod nvsmi;
 pub mod root;
 pub mod status;

@@ -12,7 +12,9 @@
 
 use std::fmt::{self, Write};
 
-use crate::json;
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+
 use crate::Root;
 
 /// Where the module's debugfs files live on a host.
@@ -39,7 +41,9 @@ pub const KNOWN_STATS: [&str; 16] = [
 ];
 
 /// A counter's value: a number, or text kept as written if a future module writes one.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// In JSON, a number or a string.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
 pub enum Value {
     /// A u64 counter.
     Num(u64),
@@ -63,6 +67,17 @@ pub struct Stats {
     pub entries: Vec<(String, Value)>,
 }
 
+/// In JSON, an object of the counters in file order.
+impl Serialize for Stats {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.entries.len()))?;
+        for (name, value) in &self.entries {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
+}
+
 impl Stats {
     /// A numeric counter by name.
     pub fn get(&self, name: &str) -> Option<u64> {
@@ -81,8 +96,9 @@ impl Stats {
     }
 }
 
-/// One live pin of GPU memory.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One live pin of GPU memory. In JSON, addresses are hex strings (JSON numbers lose
+/// precision above 2^53) and a missing address space is `""`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Pin {
     /// The module's id for the pin.
     pub id: u64,
@@ -91,8 +107,10 @@ pub struct Pin {
     /// `callback` or `persistent`.
     pub mode: String,
     /// First byte pinned (64 KiB aligned).
+    #[serde(serialize_with = "hex")]
     pub start: u64,
     /// One past the last byte pinned.
+    #[serde(serialize_with = "hex")]
     pub end: u64,
     /// Bytes pinned.
     pub bytes: u64,
@@ -102,7 +120,16 @@ pub struct Pin {
     pub state: String,
     /// The address space (mm and thread group) the pin belongs to, as the module
     /// identifies it; absent from older modules' files.
+    #[serde(serialize_with = "empty_if_none")]
     pub space: Option<String>,
+}
+
+fn hex<S: Serializer>(value: &u64, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(&format_args!("{value:#x}"))
+}
+
+fn empty_if_none<S: Serializer>(value: &Option<String>, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(value.as_deref().unwrap_or(""))
 }
 
 /// A line of a debugfs file that could not be parsed.
@@ -192,7 +219,7 @@ pub fn parse_pins(text: &str) -> Result<Vec<Pin>, ParseError> {
 }
 
 /// What `peermem status` shows.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Status {
     /// Live pins.
     pub pins: Vec<Pin>,
@@ -351,28 +378,5 @@ pub fn render_text(s: &Status) -> String {
 /// The JSON rendering: `{"pins":[...],"stats":{...}}`. Addresses are hex strings
 /// (JSON numbers lose precision above 2^53); counters are numbers.
 pub fn render_json(s: &Status) -> String {
-    let pins = json::array(s.pins.iter().map(|p| {
-        json::Object::new()
-            .num("id", p.id)
-            .num("tgid", p.tgid)
-            .str("mode", &p.mode)
-            .str("start", &format!("{:#x}", p.start))
-            .str("end", &format!("{:#x}", p.end))
-            .num("bytes", p.bytes)
-            .num("users", p.users)
-            .str("state", &p.state)
-            .str("space", p.space.as_deref().unwrap_or(""))
-            .finish()
-    }));
-    let mut stats = json::Object::new();
-    for (name, value) in &s.stats.entries {
-        stats = match value {
-            Value::Num(n) => stats.num(name, *n),
-            Value::Text(t) => stats.str(name, t),
-        };
-    }
-    json::Object::new()
-        .raw("pins", pins)
-        .raw("stats", stats.finish())
-        .finish()
+    serde_json::to_string(s).expect("a status serializes to JSON")
 }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use peermem_tool::doctor::{self, Report, Verdict};
 use peermem_tool::Root;
+use serde_json::json;
 
 fn fixture(case: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -30,6 +31,20 @@ fn verdict(r: &Report, id: &str) -> Verdict {
 
 fn detail<'a>(r: &'a Report, id: &str) -> &'a str {
     &r.get(id).unwrap().detail
+}
+
+/// `text` parsed as JSON (objects keep their key order).
+fn parse(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+/// The check `id` of a parsed JSON report.
+fn json_check<'a>(v: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    let checks = v["checks"].as_array().expect("checks is an array");
+    checks
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no check {id} in {v}"))
 }
 
 #[test]
@@ -315,10 +330,64 @@ fn text_and_json_rendering() {
         .last()
         .unwrap()
         .starts_with("verdict: not ready; fix first: nvidia-driver: "));
-    let json = r.render_json();
-    assert!(json
-        .starts_with(r#"{"ready":false,"verdict":"verdict: not ready; fix first: nvidia-driver"#));
-    assert!(json.contains(r#"{"id":"kernel-rust","verdict":"OK","detail":"CONFIG_RUST=y (from /boot/config-6.14.0-rust)","fix":null}"#));
+    let v = parse(&r.render_json());
+    assert_eq!(v["ready"], json!(false));
+    assert_eq!(v["verdict"], json!(r.summary()));
+    assert!(r
+        .summary()
+        .starts_with("verdict: not ready; fix first: nvidia-driver"));
+    assert_eq!(
+        v["checks"][0],
+        json!({"id": "kernel-rust", "verdict": "OK",
+               "detail": "CONFIG_RUST=y (from /boot/config-6.14.0-rust)", "fix": null})
+    );
+    let failed = json_check(&v, "nvidia-driver");
+    assert_eq!(failed["verdict"], json!("FAIL"));
+    assert_eq!(
+        failed["fix"].as_str(),
+        r.get("nvidia-driver").unwrap().fix.as_deref()
+    );
+}
+
+/// What `peermem doctor --json` prints: `{"ready", "verdict", "checks"}`, each check
+/// `{"id", "verdict", "detail", "fix"}` with the same results as the library's report.
+#[test]
+fn json_output_has_the_documented_shape() {
+    let bin = env!("CARGO_BIN_EXE_peermem");
+    for case in [
+        "healthy-h100",
+        "healthy-dev-vm",
+        "proprietary-driver",
+        "driver-530",
+    ] {
+        let out = std::process::Command::new(bin)
+            .args(["doctor", "--json", "--root"])
+            .arg(fixture(case))
+            .output()
+            .unwrap();
+        let v = parse(&String::from_utf8_lossy(&out.stdout));
+        let top: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(top, ["ready", "verdict", "checks"], "{case}");
+        let want = run(case);
+        assert_eq!(v["ready"], json!(want.ready()), "{case}");
+        assert_eq!(out.status.code(), Some(if want.ready() { 0 } else { 1 }));
+        assert_eq!(v["verdict"], json!(want.summary()), "{case}");
+        let checks = v["checks"].as_array().expect("checks is an array");
+        assert_eq!(checks.len(), want.checks.len(), "{case}");
+        for (c, w) in checks.iter().zip(&want.checks) {
+            let keys: Vec<&str> = c.as_object().unwrap().keys().map(String::as_str).collect();
+            assert_eq!(keys, ["id", "verdict", "detail", "fix"], "{case}: {c}");
+            assert_eq!(c["id"], json!(w.id));
+            assert!(
+                ["OK", "WARN", "FAIL", "N/A"].contains(&c["verdict"].as_str().unwrap()),
+                "{c}"
+            );
+            assert_eq!(c["verdict"], json!(w.verdict.word()));
+            assert_eq!(c["detail"], json!(w.detail));
+            assert!(c["fix"].is_null() || c["fix"].is_string(), "{c}");
+            assert_eq!(c["fix"], json!(w.fix));
+        }
+    }
 }
 
 #[test]
@@ -341,7 +410,9 @@ fn binary_exit_codes() {
         &mig.to_string_lossy(),
     ]);
     assert_eq!(out.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&out.stdout).contains(r#""id":"mig","verdict":"WARN""#));
+    let v = parse(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(json_check(&v, "mig")["verdict"], json!("WARN"));
+    assert_eq!(v["ready"], json!(true));
     let usage = status(&["frobnicate"]);
     assert_eq!(usage.status.code(), Some(64));
 }

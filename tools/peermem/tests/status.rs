@@ -4,13 +4,27 @@
 
 use std::path::PathBuf;
 
-use peermem_tool::status::{self, Pin, StatusError, Value};
+use peermem_tool::status::{self, Pin, StatusError, Value, KNOWN_STATS};
 use peermem_tool::Root;
+use serde_json::json;
 
 fn fixture(case: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(case)
+}
+
+/// `text` parsed as JSON (objects keep their key order).
+fn parse(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+/// An object's keys, in order.
+fn keys(v: &serde_json::Value) -> Vec<&str> {
+    let obj = v
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {v}"));
+    obj.keys().map(String::as_str).collect()
 }
 
 #[test]
@@ -58,10 +72,14 @@ fn empty_pins_is_header_only() {
     assert_eq!(s.stats.get("pins_now"), Some(0));
     let text = status::render_text(&s);
     assert!(text.starts_with("peermem: 0 live pins, 0 B pinned (peak 0 B)\n\nno pins\n"));
-    assert_eq!(
-        status::render_json(&s),
-        r#"{"pins":[],"stats":{"registrations":0,"releases":0,"pins":0,"pin_reuses":0,"invalidations":0,"free_callbacks":0,"pins_now":0,"bytes_pinned_now":0,"bytes_pinned_peak":0,"refused_bad_range":0,"refused_bar1_exhausted":0,"refused_pin_failed":0,"refused_not_pci":0,"refused_dma_map_failed":0,"refused_freed":0,"refused_no_memory":0}}"#
-    );
+    let v = parse(&status::render_json(&s));
+    assert_eq!(keys(&v), ["pins", "stats"]);
+    assert_eq!(v["pins"], json!([]));
+    // Every counter the module writes, in its order, as numbers.
+    assert_eq!(keys(&v["stats"]), KNOWN_STATS);
+    for name in KNOWN_STATS {
+        assert_eq!(v["stats"][name], json!(0), "{name}");
+    }
 }
 
 #[test]
@@ -87,8 +105,11 @@ fn unknown_counters_are_kept_in_order() {
     let text = status::render_text(&s);
     assert!(text.contains("  future_counter          17\n"), "{text}");
     assert!(text.contains("2 registration(s) refused because GPU BAR1 space ran out"));
-    let json = status::render_json(&s);
-    assert!(json.contains(r#""future_counter":17,"refused_new_reason":1}"#));
+    let v = parse(&status::render_json(&s));
+    let names: Vec<&str> = s.stats.entries.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(keys(&v["stats"]), names);
+    assert_eq!(v["stats"]["future_counter"], json!(17));
+    assert_eq!(v["stats"]["refused_new_reason"], json!(1));
 }
 
 #[test]
@@ -99,11 +120,13 @@ fn non_numeric_values_are_kept_as_text() {
         ("mode".to_owned(), Value::Text("callback".into()))
     );
     assert_eq!(s.get("mode"), None);
-    assert!(status::render_json(&status::Status {
+    let v = parse(&status::render_json(&status::Status {
         pins: vec![],
-        stats: s
-    })
-    .ends_with(r#""stats":{"registrations":1,"mode":"callback"}}"#));
+        stats: s,
+    }));
+    assert_eq!(keys(&v["stats"]), ["registrations", "mode"]);
+    assert_eq!(v["stats"]["registrations"], json!(1));
+    assert_eq!(v["stats"]["mode"], json!("callback"));
 }
 
 #[test]
@@ -134,9 +157,39 @@ fn text_table_shows_pins() {
 #[test]
 fn json_has_pins_and_stats() {
     let s = status::read(&Root::new(fixture("healthy-dev-vm"))).unwrap();
-    let json = status::render_json(&s);
-    assert!(json.starts_with(r#"{"pins":[{"id":7,"tgid":1234,"mode":"callback","start":"0x7f0000000000","end":"0x7f0000100000","bytes":1048576,"users":2,"state":"live","space":""},{"id":9,"#));
-    assert!(json.contains(r#""stats":{"registrations":3,"releases":1,"#));
+    let v = parse(&status::render_json(&s));
+    assert_eq!(keys(&v), ["pins", "stats"]);
+    let pins = v["pins"].as_array().unwrap();
+    assert_eq!(pins.len(), 2);
+    // Addresses are hex strings; a pin without an address space has "".
+    assert_eq!(
+        keys(&pins[0]),
+        ["id", "tgid", "mode", "start", "end", "bytes", "users", "state", "space"]
+    );
+    assert_eq!(
+        pins[0],
+        json!({"id": 7, "tgid": 1234, "mode": "callback", "start": "0x7f0000000000",
+               "end": "0x7f0000100000", "bytes": 1048576, "users": 2, "state": "live",
+               "space": ""})
+    );
+    assert_eq!(pins[1]["id"], json!(9));
+    assert_eq!(pins[1]["state"], json!("freed"));
+    assert_eq!(keys(&v["stats"])[..2], ["registrations", "releases"]);
+    assert_eq!(v["stats"]["registrations"], json!(3));
+    assert_eq!(v["stats"]["releases"], json!(1));
+}
+
+#[test]
+fn json_shows_the_address_space() {
+    let pins =
+        status::parse_pins("3 77 callback 0x10000 0x30000 131072 2 live 00a1b2c3\n").unwrap();
+    let v = parse(&status::render_json(&status::Status {
+        pins,
+        stats: Default::default(),
+    }));
+    assert_eq!(v["pins"][0]["space"], json!("00a1b2c3"));
+    assert_eq!(v["pins"][0]["start"], json!("0x10000"));
+    assert_eq!(v["stats"], json!({}));
 }
 
 #[test]
@@ -182,7 +235,9 @@ fn binary_exit_codes() {
     assert!(String::from_utf8_lossy(&missing.stderr).contains("debugfs is not mounted"));
     let ok = run("status-empty", true);
     assert_eq!(ok.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&ok.stdout).starts_with(r#"{"pins":[],"stats":{"#));
+    let v = parse(&String::from_utf8_lossy(&ok.stdout));
+    assert_eq!(v["pins"], json!([]));
+    assert_eq!(v["stats"]["pins_now"], json!(0));
     assert_eq!(run("status-bad-pins", false).status.code(), Some(1));
 }
 

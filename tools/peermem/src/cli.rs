@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The command line of `peermem`, as clap definitions: the binary parses it, and
+//! `tools/cli-docs` generates the manual pages and shell completions from it.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Exit code of bad usage (EX_USAGE), also for an unreadable `--nvidia-smi-output`.
+pub const EXIT_USAGE: u8 = 64;
+
+const EXIT_CODES: &str = "\
+Exit status:
+  0   success (doctor: no check FAILed)
+  1   doctor: a check FAILed; status: a debugfs file did not parse
+  2   status: the module's debugfs directory is missing
+  64  bad usage, or an unreadable --nvidia-smi-output file";
+
+/// Inspect the peermem GPUDirect RDMA module and check a host for it.
+#[derive(Debug, Parser)]
+#[command(
+    name = "peermem",
+    version = crate::peermem_version(),
+    propagate_version = true,
+    subcommand_required = true,
+    arg_required_else_help = true,
+    after_help = EXIT_CODES
+)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+/// What `status` and `doctor` share.
+#[derive(Debug, Args)]
+pub struct Common {
+    /// Machine-readable output (JSON)
+    #[arg(long)]
+    pub json: bool,
+    /// Read every file under DIR instead of / (recorded trees)
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub root: PathBuf,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Cmd {
+    /// The module's live pins and counters (from /sys/kernel/debug/peermem; needs root)
+    Status {
+        /// `--json`, `--root`.
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Checks this host for peermem and GPUDirect RDMA
+    ///
+    /// One OK/WARN/FAIL/N/A line per check; the last line names the first thing to
+    /// fix. Exits 1 if a check FAILs.
+    Doctor {
+        /// `--json`, `--root`.
+        #[command(flatten)]
+        common: Common,
+        /// Use FILE as `nvidia-smi -q` output (default: <root>/nvidia-smi-q.txt if
+        /// present, else run nvidia-smi -q when --root is /)
+        #[arg(long, value_name = "FILE", conflicts_with = "no_nvidia_smi")]
+        nvidia_smi_output: Option<PathBuf>,
+        /// Skip the nvidia-smi checks
+        #[arg(long)]
+        no_nvidia_smi: bool,
+    },
+}
