@@ -14,6 +14,7 @@
 #   make check      rustfmt and clippy with the kernel's settings
 #   make fmt        format the module (kernel settings) and the host workspace
 #   make install    install the module and its modprobe/depmod snippets (DESTDIR, KVER)
+#   make toolchain  print the compiler variables handed to the kernel's make (KDIR)
 #
 # KDIR defaults to the project's dev kernel (built and cached by scripts/build-kernel);
 # any Rust-enabled kernel build tree works: make KDIR=/path/to/build
@@ -28,19 +29,37 @@ BUILD ?= $(ROOT)/build
 KDIR_DEV = $(shell $(ROOT)/scripts/build-kernel dev)
 KDIR ?=
 K = $(or $(KDIR),$(KDIR_DEV))
-# The toolchain the kernel was built with (defaults: the dev kernel's, Debian's
-# rustc-web and LLVM 19); override on hosts whose kernel used another.
+# The toolchain the kernel was built with, handed to the kernel's make.
+# - No KDIR (the dev kernel): Debian's rustc-web and LLVM 19, which built it.
+# - KDIR given: scripts/kernel-toolchain reads $(KDIR)/.config and finds the rustc that
+#   prints its CONFIG_RUSTC_VERSION_TEXT and clang/ld.lld of its major version
+#   (LLVM=-NN, or LLVM=1); where one is not installed the build stops, naming it and
+#   the package that provides it. LLVM= and RUSTC= given on the command line or in the
+#   environment win (the rest is still found). CC and LD are always passed too (what
+#   LLVM implies, or the kernel's gcc): dkms appends CC=clang LD=ld.lld to its make
+#   command for clang-built kernels, names Debian's versioned packages lack, and
+#   values on the kernel's make command line win over those it inherits.
+ifeq ($(KDIR),)
 LLVM ?= -19
 RUSTC ?= /usr/bin/rustc
 KMAKE_VARS = LLVM=$(LLVM) RUSTC=$(RUSTC) RUSTDOC=/usr/bin/rustdoc \
 	RUSTFMT=/usr/bin/rustfmt CLIPPY_DRIVER=/usr/bin/clippy-driver
+else
+given = $(if $(filter command line environment,$(origin $(1))),$(1)='$($(1))')
+# Run once, when a module target first needs it (make clean and install-dkms never
+# do).
+TOOLCHAIN = $(eval TOOLCHAIN := $$(shell env -u LLVM -u RUSTC $(call given,LLVM) \
+	$(call given,RUSTC) $(ROOT)/scripts/kernel-toolchain $(KDIR) || echo KERNEL-TOOLCHAIN-FAILED))$(TOOLCHAIN)
+KMAKE_VARS = $(if $(filter KERNEL-TOOLCHAIN-FAILED,$(TOOLCHAIN)),$(error \
+	no toolchain for the kernel at $(KDIR), see above),$(TOOLCHAIN))
+endif
 export LIBCLANG_PATH ?= /usr/lib/llvm-19/lib
 # Module.symvers of nvidia.ko and of ib_core (the peer-memory core) to link against.
 # Empty by default: the test bed's fakes provide them (tests/fakes).
 KBUILD_EXTRA_SYMBOLS ?=
 
 FORCE:
-.PHONY: FORCE all modules dropin setup kernel run test test-debug bench bench-publish check fmt clean \
+.PHONY: FORCE all modules dropin toolchain setup kernel run test test-debug bench bench-publish check fmt clean \
 	install install-dropin install-dkms test-install
 
 all: modules
@@ -66,6 +85,11 @@ $(BUILD)/nvidia-peermem/nvidia-peermem.ko: FORCE
 	@mkdir -p $(@D)
 	$(MAKE) -C $(K) M=$(ROOT) MO=$(@D) $(KMAKE_VARS) PEERMEM_DROPIN=1 \
 		KBUILD_EXTRA_SYMBOLS="$(KBUILD_EXTRA_SYMBOLS)" modules
+
+# The compilers a build against $(KDIR) uses (scripts/kernel-toolchain), or the dev
+# kernel's without KDIR.
+toolchain:
+	@echo $(KMAKE_VARS)
 
 run: setup
 	@$(ROOT)/scripts/run-demo

@@ -42,6 +42,7 @@ check "dkms sources: Kbuild, Makefile, VERSION" test -f "$S/Kbuild" -a -f "$S/Ma
 check "dkms sources: module root src/peermem.rs" test -f "$S/src/peermem.rs"
 check "dkms sources: C glue and headers" test -f "$S/src/glue.c" -a -f "$S/include/nv-p2p.h"
 check "dkms sources: find-symvers executable" test -x "$S/packaging/find-symvers"
+check "dkms sources: kernel-toolchain executable (the Makefile runs it)" test -x "$S/scripts/kernel-toolchain"
 check "dkms sources: no build outputs" bash -c "! find '$S' -name '*.ko' -o -name '*.o' | grep -q ."
 check "output names the module" grep -q "installed $D/lib/modules/$KVER/extra/peermem.ko" <<<"$out"
 check "output names dkms.conf" grep -q "installed $S/dkms.conf" <<<"$out"
