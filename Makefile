@@ -60,7 +60,7 @@ KBUILD_EXTRA_SYMBOLS ?=
 
 FORCE:
 .PHONY: FORCE all modules dropin toolchain setup kernel run test test-debug bench bench-publish check fmt clean \
-	install install-dropin install-dkms test-install
+	install install-dropin install-dkms install-dkms-dropin test-install
 
 all: modules
 
@@ -118,7 +118,8 @@ fmt:
 	cargo fmt --all
 
 # Install into $(DESTDIR)/lib/modules/$(KVER)/extra with the modprobe.d and depmod.d
-# snippets (docs/install.md); install-dkms lays out the dkms source tree.
+# snippets (docs/install.md); install-dkms lays out the dkms source tree of the peermem
+# package (peermem.ko), install-dkms-dropin that of peermem-dropin (nvidia-peermem.ko).
 KVER ?= $(shell uname -r)
 install: modules
 	DESTDIR=$(DESTDIR) KVER=$(KVER) $(ROOT)/scripts/install $(BUILD)/peermem/peermem.ko
@@ -126,6 +127,8 @@ install-dropin: dropin
 	DESTDIR=$(DESTDIR) KVER=$(KVER) $(ROOT)/scripts/install $(BUILD)/nvidia-peermem/nvidia-peermem.ko
 install-dkms:
 	DESTDIR=$(DESTDIR) $(ROOT)/scripts/install --dkms
+install-dkms-dropin:
+	DESTDIR=$(DESTDIR) $(ROOT)/scripts/install --dkms --dropin
 test-install:
 	@$(ROOT)/packaging/test-install.sh
 
