@@ -79,7 +79,7 @@ check "modprobe: install peermem is valid sh" sh -n -c "$(cmd_of peermem)"
 check "modprobe: peermem refused while nvidia_peermem loaded" bash -c "! sh -c '$(cmd_of peermem)'"
 got=$(sh -c "$(cmd_of nvidia_peermem)" 2>&1)
 check "modprobe: nvidia_peermem loads when peermem is not" test "$got" = "modprobe --ignore-install nvidia_peermem persistent_api_support=0"
-check "depmod.d: override nvidia_peermem" grep -qx 'override nvidia_peermem \* extra' "$ROOT/packaging/depmod.d/peermem.conf"
+check "depmod.d: override nvidia-peermem (spelled as the file)" grep -qx 'override nvidia-peermem \* extra' "$ROOT/packaging/depmod.d/peermem.conf"
 check "depmod.d: override peermem" grep -qx 'override peermem \* extra' "$ROOT/packaging/depmod.d/peermem.conf"
 
 # 5. find-symvers on a fake host, and dkms.conf evaluated as dkms would.
