@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0 OR MIT
 #
 # packaging/test-install.sh: runs scripts/install into temporary DESTDIRs with dummy
-# .ko files and checks the layout, the packaging files and find-symvers. Needs no root
-# and no kernel. Last line: "N passed, N failed"; exits non-zero on any failure.
+# .ko files and checks the layout, the packaging files (both dkms packages' dkms.conf
+# evaluated as dkms does) and find-symvers. Needs no root and no kernel (the real dkms
+# build is packaging/test-dkms.sh). Last line: "N passed, N failed"; exits non-zero on any failure.
 set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,6 +43,8 @@ check "dkms sources: Kbuild, Makefile, VERSION" test -f "$S/Kbuild" -a -f "$S/Ma
 check "dkms sources: module root src/peermem.rs" test -f "$S/src/peermem.rs"
 check "dkms sources: C glue and headers" test -f "$S/src/glue.c" -a -f "$S/include/nv-p2p.h"
 check "dkms sources: find-symvers executable" test -x "$S/packaging/find-symvers"
+check "dkms sources: kernel-toolchain executable (the Makefile runs it)" test -x "$S/scripts/kernel-toolchain"
+check "dkms.conf: the native package (@DROPIN@ is 0)" grep -qx 'PEERMEM_DROPIN="0"' "$S/dkms.conf"
 check "dkms sources: no build outputs" bash -c "! find '$S' -name '*.ko' -o -name '*.o' | grep -q ."
 check "output names the module" grep -q "installed $D/lib/modules/$KVER/extra/peermem.ko" <<<"$out"
 check "output names dkms.conf" grep -q "installed $S/dkms.conf" <<<"$out"
@@ -58,6 +61,7 @@ check "snippets installed without --dkms" test -f "$D/etc/modprobe.d/peermem.con
 check "missing module refused" bash -c "! DESTDIR='$TMP/dest3' KVER=$KVER '$ROOT/scripts/install' '$TMP/build/absent.ko'"
 check "wrong module name refused" bash -c "! DESTDIR='$TMP/dest3' KVER=$KVER '$ROOT/scripts/install' '$TMP/build/other.ko'"
 check "nothing to install refused" bash -c "! DESTDIR='$TMP/dest3' KVER=$KVER '$ROOT/scripts/install'"
+check "--dropin without --dkms refused" bash -c "! DESTDIR='$TMP/dest3' KVER=$KVER '$ROOT/scripts/install' --dropin '$TMP/build/nvidia-peermem.ko'"
 check "refusals installed nothing" test ! -e "$TMP/dest3"
 
 # 4. The packaging files themselves.
@@ -75,7 +79,7 @@ check "modprobe: install peermem is valid sh" sh -n -c "$(cmd_of peermem)"
 check "modprobe: peermem refused while nvidia_peermem loaded" bash -c "! sh -c '$(cmd_of peermem)'"
 got=$(sh -c "$(cmd_of nvidia_peermem)" 2>&1)
 check "modprobe: nvidia_peermem loads when peermem is not" test "$got" = "modprobe --ignore-install nvidia_peermem persistent_api_support=0"
-check "depmod.d: override nvidia-peermem (the file's name)" grep -qx 'override nvidia-peermem \* extra' "$ROOT/packaging/depmod.d/peermem.conf"
+check "depmod.d: override nvidia-peermem (spelled as the file)" grep -qx 'override nvidia-peermem \* extra' "$ROOT/packaging/depmod.d/peermem.conf"
 check "depmod.d: override peermem" grep -qx 'override peermem \* extra' "$ROOT/packaging/depmod.d/peermem.conf"
 
 # 5. find-symvers on a fake host, and dkms.conf evaluated as dkms would.
@@ -101,6 +105,27 @@ conf=$(env -i PATH="$PATH" FIND_SYMVERS_ROOT="$F" ARCH=x86_64 bash -c '
 	echo "${MAKE[0]}"')
 check "dkms.conf: names and locations" test "$(head -1 <<<"$conf")" = "peermem|$VERSION|peermem|build/peermem/|/extra|yes"
 check "dkms.conf: MAKE carries KDIR and the found symvers" test "$(tail -1 <<<"$conf")" = "make KDIR=/lib/modules/$KVER/build KBUILD_EXTRA_SYMBOLS='$F/usr/src/ofa_kernel/x86_64/$KVER/Module.symvers $F/usr/src/nvidia-580.65.06/Module.symvers' modules"
+check "dkms.conf: kernels without Rust are not built for" grep -qx 'BUILD_EXCLUSIVE_CONFIG="CONFIG_RUST"' "$S/dkms.conf"
+
+# 6. The drop-in's dkms package: its own name and source tree, nvidia-peermem.ko, no
+# edits.
+D=$TMP/dest4
+out=$(DESTDIR=$D "$ROOT/scripts/install" --dkms --dropin 2>&1)
+check "install --dkms --dropin exits 0" test $? -eq 0
+SD=$D/usr/src/peermem-dropin-$VERSION
+check "drop-in package: sources in /usr/src/peermem-dropin-<VERSION>" test -f "$SD/dkms.conf" -a -f "$SD/src/peermem.rs" -a -x "$SD/scripts/kernel-toolchain"
+check "drop-in package: no native package laid out" test ! -e "$D/usr/src/peermem-$VERSION"
+check "drop-in package: no placeholder left" bash -c "! grep -q '@[A-Z]*@' '$SD/dkms.conf'"
+check "drop-in package: dkms.conf is the template with @DROPIN@ 1" \
+	bash -c "diff <(sed 's/@VERSION@/$VERSION/g; s/@DROPIN@/1/g' '$ROOT/packaging/dkms.conf') '$SD/dkms.conf'"
+check "drop-in package: output names it" grep -q "installed $SD/dkms.conf" <<<"$out"
+conf=$(env -i PATH="$PATH" FIND_SYMVERS_ROOT="$F" ARCH=x86_64 bash -c '
+	kernelver='"$KVER"'; kernel_source_dir=/lib/modules/'"$KVER"'/build; source_tree='"$D/usr/src"'
+	. "'"$SD/dkms.conf"'"
+	echo "$PACKAGE_NAME|$PACKAGE_VERSION|${BUILT_MODULE_NAME[0]}|${BUILT_MODULE_LOCATION[0]}|${DEST_MODULE_LOCATION[0]}|$AUTOINSTALL"
+	echo "${MAKE[0]}"')
+check "drop-in dkms.conf: names and locations" test "$(head -1 <<<"$conf")" = "peermem-dropin|$VERSION|nvidia-peermem|build/nvidia-peermem/|/extra|yes"
+check "drop-in dkms.conf: MAKE builds the dropin target with the found symvers" test "$(tail -1 <<<"$conf")" = "make KDIR=/lib/modules/$KVER/build KBUILD_EXTRA_SYMBOLS='$F/usr/src/ofa_kernel/x86_64/$KVER/Module.symvers $F/usr/src/nvidia-580.65.06/Module.symvers' dropin"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
