@@ -22,14 +22,7 @@ set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VERSION=$(tr -d '[:space:]' < "$ROOT/VERSION")
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL $1"; }
-check() { # check NAME COMMAND...
-	local name=$1; shift
-	if "$@" >/dev/null 2>&1; then ok "$name"; else bad "$name"; fi
-}
+. "$ROOT/packaging/check-lib.sh"
 expect() { # expect NAME GOT WANT
 	if [ "$2" = "$3" ]; then ok "$1"; else bad "$1"; echo "     got:  $2"; echo "     want: $3"; fi
 }

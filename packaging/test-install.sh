@@ -12,15 +12,7 @@ VERSION=$(tr -d '[:space:]' < "$ROOT/VERSION")
 KVER=6.14.0-peermem-test
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-passed=0
-failed=0
-
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL $1"; }
-check() { # check NAME COMMAND...
-	local name=$1; shift
-	if "$@" >/dev/null 2>&1; then ok "$name"; else bad "$name"; fi
-}
+. "$ROOT/packaging/check-lib.sh"
 
 mkdir -p "$TMP/build"
 printf 'dummy peermem module\n' > "$TMP/build/peermem.ko"

@@ -13,15 +13,7 @@ FIX=$ROOT/tests/toolchain
 KT=$ROOT/scripts/kernel-toolchain
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-passed=0
-failed=0
-
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL $1"; }
-check() { # check NAME COMMAND...
-	local name=$1; shift
-	if "$@" >/dev/null 2>&1; then ok "$name"; else bad "$name"; fi
-}
+. "$ROOT/packaging/check-lib.sh"
 # expect NAME GOT WANT
 expect() {
 	if [ "$2" = "$3" ]; then ok "$1"; else bad "$1"; echo "     got:  $2"; echo "     want: $3"; fi
