@@ -59,12 +59,16 @@ void peermem_pci_dev_put(struct pci_dev *pdev);
 unsigned int peermem_pci_max_seg_size(struct pci_dev *pdev);
 
 /*
- * Fills an empty (zeroed) sg_table with @n DMA-mapped entries: entry i has DMA address
- * dma[i] and length len[i] (both as DMA length and as length); no struct page. 0 or
- * -ENOMEM; on failure the table is left empty.
+ * Allocates @n entries in an empty (zeroed) sg_table, to be filled with
+ * peermem_sg_set. 0 or -ENOMEM; on failure the table is left empty.
  */
-int peermem_sg_build(struct sg_table *sgt, const u64 *dma, const u32 *len, unsigned int n);
-/* Frees what peermem_sg_build allocated and zeroes the table. */
+int peermem_sg_alloc(struct sg_table *sgt, unsigned int n);
+/*
+ * Makes @sg a DMA-mapped entry of DMA address @dma and length @len (both as DMA length
+ * and as length; no struct page). Returns the next entry, NULL after the last.
+ */
+struct scatterlist *peermem_sg_set(struct scatterlist *sg, u64 dma, u32 len);
+/* Frees what peermem_sg_alloc allocated and zeroes the table. */
 void peermem_sg_free(struct sg_table *sgt);
 
 /* A reference on this module (one per live registration context), and its release. */

@@ -23,5 +23,6 @@
 struct device;
 struct pci_dev;
 struct sg_table;
+struct scatterlist;
 
 #endif /* PEERMEM_TYPES_H */

@@ -17,10 +17,10 @@
 use core::sync::atomic::Ordering;
 
 use kernel::{
+    list::ListArc,
     mm::Mm,
-    new_mutex,
     prelude::*,
-    sync::{aref::ARef, Arc, SetOnce},
+    sync::{aref::ARef, Arc, ArcBorrow, SetOnce},
 };
 
 use crate::{
@@ -38,7 +38,7 @@ mod user;
 
 use sg::sg_entries;
 pub(crate) use shared_pin::SharedPin;
-use shared_pin::{Mapping, PinHandle, PinUsers, Users};
+use shared_pin::{Mapping, PinHandle, PinUsers};
 use user::User;
 
 /// The registry of this module's pins.
@@ -91,24 +91,7 @@ impl Client {
     fn pin_raw(&self, range: GpuRange) -> Result<PinHandle, PinError> {
         let c = &self.shared;
         Ok(match c.mode {
-            Mode::Callback => {
-                let users = PinUsers {
-                    client: c.clone(),
-                    key: SetOnce::new(),
-                    users: KBox::pin_init(
-                        new_mutex!(
-                            Users {
-                                dead: false,
-                                list: KVec::new()
-                            },
-                            "peermem_pin_users"
-                        ),
-                        GFP_KERNEL,
-                    )
-                    .map_err(|_| PinError::NoMemory)?,
-                };
-                PinHandle::Callback(c.nv.pin(range, users)?)
-            }
+            Mode::Callback => PinHandle::Callback(c.nv.pin(range, PinUsers::new(c.clone()))?),
             Mode::Persistent => PinHandle::Persistent(c.nv.pin_persistent(range)?),
         })
     }
@@ -149,33 +132,18 @@ impl Client {
         Ok(pin)
     }
 
-    /// Adds `user` to the users of `pin` (with room for the free callback); `EFAULT`
-    /// if the pin's memory is being freed.
-    fn attach(pin: &SharedPin, user: &Arc<User>) -> Result<(), PinError> {
-        if let Some(u) = pin.users() {
-            let mut u = u.users.lock();
-            if u.dead {
-                return Err(PinError::Freed);
-            }
-            u.list
-                .push(user.clone(), GFP_KERNEL)
-                .map_err(|_| PinError::NoMemory)?;
+    /// Adds `user` to the users of `pin` (a persistent pin has no list: its one user
+    /// holds it); `EFAULT` if the pin's memory is being freed.
+    fn attach(pin: &SharedPin, user: ListArc<User>) -> Result<(), PinError> {
+        match pin.users() {
+            Some(u) => u.users.lock().attach(user),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Removes `user` from the users of `pin`; unlinks the pin when it was the last.
-    fn detach(&self, pin: &SharedPin, user: &Arc<User>) {
-        let last = match pin.users() {
-            Some(u) => {
-                let mut u = u.users.lock();
-                if let Some(i) = u.list.iter().position(|x| Arc::ptr_eq(x, user)) {
-                    let _ = u.list.remove(i);
-                }
-                u.list.is_empty()
-            }
-            None => true,
-        };
+    fn detach(&self, pin: &SharedPin, user: &User) {
+        let last = pin.users().is_none_or(|u| u.users.lock().detach(user));
         if last {
             if let Some(k) = pin.key() {
                 drop(self.shared.pins.remove(&k));
@@ -205,20 +173,28 @@ impl Client {
             // Counted and logged, then "not mine", as nvidia-peermem answers.
             return Ok(None);
         }
-        Ok(Some(User::new(c, addr, len, range, None, Some(err))?))
+        Ok(Some(
+            User::new(c, addr, len, range, None, Some(err))?.into_arc(),
+        ))
     }
 
     /// Pins for a new user of `range` and attaches it.
-    fn pin_user(&self, user: &Arc<User>, space: SpaceId, mm: ARef<Mm>) -> Result<(), PinError> {
+    fn pin_user(
+        &self,
+        user: ListArc<User>,
+        space: SpaceId,
+        mm: ARef<Mm>,
+    ) -> Result<Arc<User>, PinError> {
         let pin = self.pin(space, mm, user.range)?;
         user.state.lock().pin = Some(pin.clone());
+        let arc = user.clone_arc();
         if let Err(e) = Self::attach(&pin, user) {
             // Freed right after pinning.
-            user.state.lock().pin = None;
-            self.detach(&pin, user);
+            arc.state.lock().pin = None;
+            self.detach(&pin, &arc);
             return Err(e);
         }
-        Ok(())
+        Ok(arc)
     }
 
     fn claim(&self, addr: u64, len: u64, range: GpuRange) -> Result<Option<Arc<User>>> {
@@ -230,17 +206,18 @@ impl Client {
         if c.mode == Mode::Callback {
             if let Some(pin) = c.pins.find_covering(space, Mode::Callback, range) {
                 let user = User::new(c, addr, len, range, Some(pin.clone()), None)?;
-                if Self::attach(&pin, &user).is_ok() {
+                let arc = user.clone_arc();
+                if Self::attach(&pin, user).is_ok() {
                     c.stats.pin_reuses.fetch_add(1, Ordering::Relaxed);
-                    return Ok(Some(user));
+                    return Ok(Some(arc));
                 }
                 // Freed meanwhile: pin anew below.
-                user.state.lock().pin = None;
+                arc.state.lock().pin = None;
             }
         }
         let user = User::new(c, addr, len, range, None, None)?;
-        match self.pin_user(&user, space, mm) {
-            Ok(()) => Ok(Some(user)),
+        match self.pin_user(user, space, mm) {
+            Ok(user) => Ok(Some(user)),
             Err(e) => self.pin_failed(addr, len, range, e),
         }
     }
@@ -284,7 +261,7 @@ impl PeerClient for Client {
         Ok(user)
     }
 
-    fn get_pages(&self, user: &Arc<User>, _write: bool, core_context: u64) -> Result {
+    fn get_pages(&self, user: ArcBorrow<'_, User>, _write: bool, core_context: u64) -> Result {
         if let Some(e) = user.error {
             return Err(e);
         }
@@ -310,7 +287,12 @@ impl PeerClient for Client {
         Ok(())
     }
 
-    fn dma_map(&self, user: &Arc<User>, mut sg: SgHead, dev: DmaDevice<'_>) -> Result<u32> {
+    fn dma_map(
+        &self,
+        user: ArcBorrow<'_, User>,
+        mut sg: SgHead,
+        dev: DmaDevice<'_>,
+    ) -> Result<u32> {
         let stats = &self.shared.stats;
         let refuse = |why, e| stats.refuse(why, user.addr, user.len, e);
         let peer = dev
@@ -318,9 +300,16 @@ impl PeerClient for Client {
             .ok_or_else(|| refuse(Refusal::NotPci, compat::eopnotsupp()))?;
         let pin = user.state.lock().pin.clone().ok_or(EFAULT)?;
         let max_seg = u64::from(peer.max_segment_size());
-        let mut mapping = match &pin.handle {
-            PinHandle::Callback(p) => p.dma_map(peer).map(Mapping::Callback),
-            PinHandle::Persistent(p) => p.dma_map(peer).map(Mapping::Persistent),
+        let (pin_range, range) = (pin.range(), user.range);
+        // The SG list is built from the driver's addresses in place, in one allocation.
+        let build = |addrs: &[u64]| SgList::new(sg_entries(addrs, pin_range, range, max_seg)?);
+        let (mapping, list) = match &pin.handle {
+            PinHandle::Callback(p) => p
+                .dma_map(peer, build)
+                .map(|(m, l)| (Mapping::Callback { _held: m }, l)),
+            PinHandle::Persistent(p) => p
+                .dma_map(peer, build)
+                .map(|(m, l)| (Mapping::Persistent { _held: m }, l)),
         }
         .map_err(|e| {
             if e == EFAULT {
@@ -331,15 +320,10 @@ impl PeerClient for Client {
                 refuse(Refusal::DmaMapFailed, e)
             }
         })?;
-        let (dma, len) = sg_entries(mapping.addresses(), pin.range(), user.range, max_seg)
-            .map_err(|e| refuse(Refusal::NoMemory, e))?;
         // Built apart and installed only on success: on failure the core's table is
         // left untouched, as it requires.
-        let list = SgList::new(&dma, &len).map_err(|e| refuse(Refusal::NoMemory, e))?;
         sg.install(&list);
         stats.sg_lists_now.fetch_add(1, Ordering::Relaxed);
-        // The SG list holds what the HCA needs; the per-page copy can go.
-        mapping.forget_addresses();
         let n = list.len();
         let mut st = user.state.lock();
         st.mapping = Some(mapping);
@@ -347,7 +331,7 @@ impl PeerClient for Client {
         Ok(n)
     }
 
-    fn dma_unmap(&self, user: &Arc<User>, sg: SgHead) {
+    fn dma_unmap(&self, user: ArcBorrow<'_, User>, sg: SgHead) {
         // No gate here (see `Gate`): the state lock alone decides which of this and
         // an INVALIDATE_UNMAPS invalidation drops the mapping; the plain client's
         // unmap runs nested in its invalidation.
@@ -360,12 +344,12 @@ impl PeerClient for Client {
         user.free_sg(list);
     }
 
-    fn put_pages(&self, user: &Arc<User>, sg: SgHead) {
+    fn put_pages(&self, user: ArcBorrow<'_, User>, sg: SgHead) {
         // Same teardown as dma_unmap: after a failed dma_map it finds nothing to do.
         self.dma_unmap(user, sg);
     }
 
-    fn page_size(&self, _user: &Arc<User>) -> u64 {
+    fn page_size(&self, _user: ArcBorrow<'_, User>) -> u64 {
         GPU_PAGE_SIZE
     }
 

@@ -103,23 +103,23 @@ unsigned int peermem_pci_max_seg_size(struct pci_dev *pdev)
 	return dma_get_max_seg_size(&pdev->dev);
 }
 
-int peermem_sg_build(struct sg_table *sgt, const u64 *dma, const u32 *len, unsigned int n)
+int peermem_sg_alloc(struct sg_table *sgt, unsigned int n)
 {
-	struct scatterlist *sg;
-	unsigned int i;
-	int ret;
+	int ret = sg_alloc_table(sgt, n, GFP_KERNEL);
 
-	ret = sg_alloc_table(sgt, n, GFP_KERNEL);
 	if (ret)
 		return ret;
-	for_each_sg(sgt->sgl, sg, n, i) {
-		/* Peer memory has no struct page: only the DMA side is meaningful. */
-		sg_set_page(sg, NULL, len[i], 0);
-		sg_dma_address(sg) = dma[i];
-		sg_dma_len(sg) = len[i];
-	}
 	sgt->nents = n;
 	return 0;
+}
+
+struct scatterlist *peermem_sg_set(struct scatterlist *sg, u64 dma, u32 len)
+{
+	/* Peer memory has no struct page: only the DMA side is meaningful. */
+	sg_set_page(sg, NULL, len, 0);
+	sg_dma_address(sg) = dma;
+	sg_dma_len(sg) = len;
+	return sg_next(sg);
 }
 
 void peermem_sg_free(struct sg_table *sgt)

@@ -18,6 +18,7 @@ use core::{marker::PhantomData, ptr::NonNull};
 use kernel::{
     ffi::{c_int, c_void},
     prelude::*,
+    types::ForeignOwnable,
 };
 
 use crate::{bindings, device::PciFunction, nv_p2p::MissingSymbol};
@@ -69,26 +70,33 @@ pub(crate) enum ClientKind {
 }
 
 /// A peer-memory client: the callbacks the core makes, with a typed context.
+///
+/// The context is what the core carries as `client_context`: `acquire` hands it over
+/// with [`ForeignOwnable::into_foreign`], the callbacks borrow it, `release` takes it
+/// back. No allocation of its own.
 pub(crate) trait PeerClient: Send + Sync + 'static {
     /// What `acquire` keeps for a range it claims.
-    type Context: Send + Sync + 'static;
+    type Context: ForeignOwnable + Send + Sync + 'static;
 
     /// Whether `[addr, addr + size)` is this client's memory: `Ok(Some(ctx))` claims
     /// it, `Ok(None)` passes it to the next client. Runs in the registering process.
     fn acquire(&self, addr: u64, size: u64) -> Result<Option<Self::Context>>;
     /// Pins the claimed range (the same raw address and size as `acquire`).
-    fn get_pages(&self, ctx: &Self::Context, write: bool, core_context: u64) -> Result;
+    fn get_pages(&self, ctx: Borrowed<'_, Self>, write: bool, core_context: u64) -> Result;
     /// Maps it for `dev` into `sg` and returns the number of entries.
-    fn dma_map(&self, ctx: &Self::Context, sg: SgHead, dev: DmaDevice<'_>) -> Result<u32>;
+    fn dma_map(&self, ctx: Borrowed<'_, Self>, sg: SgHead, dev: DmaDevice<'_>) -> Result<u32>;
     /// Unmaps what `dma_map` mapped.
-    fn dma_unmap(&self, ctx: &Self::Context, sg: SgHead);
+    fn dma_unmap(&self, ctx: Borrowed<'_, Self>, sg: SgHead);
     /// Frees what `get_pages` and `dma_map` built.
-    fn put_pages(&self, ctx: &Self::Context, sg: SgHead);
+    fn put_pages(&self, ctx: Borrowed<'_, Self>, sg: SgHead);
     /// The page size of the SG entries.
-    fn page_size(&self, ctx: &Self::Context) -> u64;
+    fn page_size(&self, ctx: Borrowed<'_, Self>) -> u64;
     /// The region is gone: last call for this context.
     fn release(&self, ctx: Self::Context);
 }
+
+/// A client's context, borrowed for one callback.
+pub(crate) type Borrowed<'a, T> = <<T as PeerClient>::Context as ForeignOwnable>::Borrowed<'a>;
 
 /// The DMA device the core maps a region for (the HCA's `dma_device`), borrowed for
 /// one `dma_map` call.

@@ -9,40 +9,53 @@ use crate::range::{GpuRange, GPU_PAGE_SIZE};
 /// The largest SG entry: lengths are 32-bit; stay 64 KiB aligned below 4 GiB.
 const MAX_SG_ENTRY: u64 = (u32::MAX as u64) & !(GPU_PAGE_SIZE - 1);
 
-/// Builds the SG entries of `range` (inside the pin's `pin_range`) from the pin's DMA
+/// The SG entries of `range` (inside the pin's `pin_range`), from the pin's DMA
 /// addresses: contiguous pages merge, up to `max_seg` bytes (and below 4 GiB).
+/// `EINVAL` if `range` is not inside `pin_range` or the addresses do not cover it.
 pub(super) fn sg_entries(
     addrs: &[u64],
     pin_range: GpuRange,
     range: GpuRange,
     max_seg: u64,
-) -> Result<(KVVec<u64>, KVVec<u32>)> {
+) -> Result<SgEntries<'_>> {
     let first = pin_range.page_index(range.start()).ok_or(EINVAL)? as usize;
     let n = range.pages() as usize;
-    let pages = addrs.get(first..first + n).ok_or(EINVAL)?;
-    let cap = max_seg.clamp(GPU_PAGE_SIZE, MAX_SG_ENTRY) & !(GPU_PAGE_SIZE - 1);
-    // Per-entry arrays of any length (a registration may span a whole BAR1): kvmalloc.
-    let mut dma = KVVec::new();
-    let mut len: KVVec<u32> = KVVec::new();
-    let mut cur: Option<(u64, u64)> = None;
-    for &a in pages {
-        cur = match cur {
-            Some((start, l)) if start.checked_add(l) == Some(a) && l + GPU_PAGE_SIZE <= cap => {
-                Some((start, l + GPU_PAGE_SIZE))
+    let pages = addrs
+        .get(first..first.checked_add(n).ok_or(EINVAL)?)
+        .ok_or(EINVAL)?;
+    Ok(SgEntries {
+        pages,
+        cap: max_seg.clamp(GPU_PAGE_SIZE, MAX_SG_ENTRY) & !(GPU_PAGE_SIZE - 1),
+    })
+}
+
+/// The SG entries `(DMA address, length)` of a run of pages, merged as they come.
+#[derive(Clone)]
+pub(super) struct SgEntries<'a> {
+    /// The DMA addresses of the pages not yet in an entry.
+    pages: &'a [u64],
+    /// The longest entry: a multiple of 64 KiB, at least one page.
+    cap: u64,
+}
+
+impl Iterator for SgEntries<'_> {
+    type Item = (u64, u32);
+
+    fn next(&mut self) -> Option<(u64, u32)> {
+        let (&start, rest) = self.pages.split_first()?;
+        let mut len = GPU_PAGE_SIZE;
+        let mut taken = 1;
+        for &a in rest {
+            if start.checked_add(len) != Some(a) || len + GPU_PAGE_SIZE > self.cap {
+                break;
             }
-            Some((start, l)) => {
-                dma.push(start, GFP_KERNEL)?;
-                len.push(l as u32, GFP_KERNEL)?;
-                Some((a, GPU_PAGE_SIZE))
-            }
-            None => Some((a, GPU_PAGE_SIZE)),
-        };
+            len += GPU_PAGE_SIZE;
+            taken += 1;
+        }
+        self.pages = &self.pages[taken..];
+        // `cap` is below 4 GiB.
+        Some((start, len as u32))
     }
-    if let Some((start, l)) = cur {
-        dma.push(start, GFP_KERNEL)?;
-        len.push(l as u32, GFP_KERNEL)?;
-    }
-    Ok((dma, len))
 }
 
 #[cfg(peermem_kunit)]
@@ -56,6 +69,16 @@ mod tests {
         GpuRange::aligned(start, pages * P).ok_or(EINVAL)
     }
 
+    /// The entries as two vectors, addresses and lengths.
+    fn split(entries: SgEntries<'_>) -> Result<(KVec<u64>, KVec<u32>)> {
+        let (mut dma, mut len) = (KVec::new(), KVec::new());
+        for (a, l) in entries {
+            dma.push(a, GFP_KERNEL)?;
+            len.push(l, GFP_KERNEL)?;
+        }
+        Ok((dma, len))
+    }
+
     #[test]
     fn contiguous_pages_merge() -> Result {
         let pin = range(0x10_0000, 4)?;
@@ -65,7 +88,7 @@ mod tests {
             0x8000_0000 + 2 * P,
             0x8000_0000 + 3 * P,
         ];
-        let (dma, len) = sg_entries(&addrs, pin, pin, 1 << 31)?;
+        let (dma, len) = split(sg_entries(&addrs, pin, pin, 1 << 31)?)?;
         assert_eq!(&dma[..], &[0x8000_0000]);
         assert_eq!(&len[..], &[(4 * P) as u32]);
         Ok(())
@@ -75,7 +98,7 @@ mod tests {
     fn a_gap_starts_a_new_entry() -> Result {
         let pin = range(0x10_0000, 3)?;
         let addrs = [0x8000_0000, 0x8000_0000 + P, 0x9000_0000];
-        let (dma, len) = sg_entries(&addrs, pin, pin, 1 << 31)?;
+        let (dma, len) = split(sg_entries(&addrs, pin, pin, 1 << 31)?)?;
         assert_eq!(&dma[..], &[0x8000_0000, 0x9000_0000]);
         assert_eq!(&len[..], &[(2 * P) as u32, P as u32]);
         Ok(())
@@ -86,13 +109,13 @@ mod tests {
         let pin = range(0x10_0000, 5)?;
         let addrs = [0, P, 2 * P, 3 * P, 4 * P];
         // A 128 KiB segment limit: entries of two pages, then one.
-        let (dma, len) = sg_entries(&addrs, pin, pin, 2 * P)?;
+        let (dma, len) = split(sg_entries(&addrs, pin, pin, 2 * P)?)?;
         assert_eq!(&dma[..], &[0, 2 * P, 4 * P]);
         assert_eq!(&len[..], &[(2 * P) as u32, (2 * P) as u32, P as u32]);
         // A limit below a page still gives whole pages; none reaches 4 GiB.
-        let (_, len) = sg_entries(&addrs, pin, pin, 100)?;
+        let (_, len) = split(sg_entries(&addrs, pin, pin, 100)?)?;
         assert_eq!(len.len(), 5);
-        let (_, len) = sg_entries(&addrs, pin, pin, u64::MAX)?;
+        let (_, len) = split(sg_entries(&addrs, pin, pin, u64::MAX)?)?;
         assert_eq!(&len[..], &[(5 * P) as u32]);
         Ok(())
     }
@@ -101,7 +124,7 @@ mod tests {
     fn a_covered_range_takes_its_own_pages() -> Result {
         let pin = range(0x10_0000, 4)?;
         let addrs = [0x1000_0000, 0x2000_0000, 0x3000_0000, 0x4000_0000];
-        let (dma, len) = sg_entries(&addrs, pin, range(0x10_0000 + P, 2)?, 1 << 31)?;
+        let (dma, len) = split(sg_entries(&addrs, pin, range(0x10_0000 + P, 2)?, 1 << 31)?)?;
         assert_eq!(&dma[..], &[0x2000_0000, 0x3000_0000]);
         assert_eq!(&len[..], &[P as u32, P as u32]);
         Ok(())

@@ -5,14 +5,16 @@
 use core::sync::atomic::Ordering;
 
 use kernel::{
+    list::{List, ListArc},
     mm::Mm,
+    new_mutex,
     prelude::*,
     sync::{aref::ARef, Arc, Mutex, SetOnce},
 };
 
 use super::{user::User, ClientShared};
 use crate::{
-    nv_p2p::{DmaMapping, FreeHandler, GpuPin, NoCallback},
+    nv_p2p::{DmaMapping, FreeHandler, GpuPin, NoCallback, PinError},
     range::GpuRange,
     registry::{Entry, PinKey, SpaceId},
     stats::Stats,
@@ -24,26 +26,11 @@ pub(super) enum PinHandle {
     Persistent(GpuPin<NoCallback>),
 }
 
-/// A DMA mapping of either mode.
+/// A DMA mapping of either mode, held for its `Drop` (which unmaps it): the core
+/// already has the addresses, in the SG table built while the call was in flight.
 pub(super) enum Mapping {
-    Callback(DmaMapping<PinUsers>),
-    Persistent(DmaMapping<NoCallback>),
-}
-
-impl Mapping {
-    pub(super) fn addresses(&self) -> &[u64] {
-        match self {
-            Mapping::Callback(m) => m.addresses(),
-            Mapping::Persistent(m) => m.addresses(),
-        }
-    }
-
-    pub(super) fn forget_addresses(&mut self) {
-        match self {
-            Mapping::Callback(m) => m.forget_addresses(),
-            Mapping::Persistent(m) => m.forget_addresses(),
-        }
-    }
+    Callback { _held: DmaMapping<PinUsers> },
+    Persistent { _held: DmaMapping<NoCallback> },
 }
 
 /// A live GPU pin, shared by the registrations it covers.
@@ -92,7 +79,7 @@ impl SharedPin {
     ) -> core::fmt::Result {
         let r = self.range();
         let (users, mode) = match self.users() {
-            Some(u) => (u.users.lock().list.len(), "callback"),
+            Some(u) => (u.users.lock().count(), "callback"),
             None => (1, "persistent"),
         };
         writeln!(
@@ -128,24 +115,80 @@ impl Drop for SharedPin {
 }
 
 /// The registrations using a callback pin: its free handler.
+#[pin_data]
 pub(crate) struct PinUsers {
     pub(super) client: Arc<ClientShared>,
     pub(super) key: SetOnce<PinKey>,
-    pub(super) users: Pin<KBox<Mutex<Users>>>,
+    #[pin]
+    pub(super) users: Mutex<Users>,
 }
 
+impl PinUsers {
+    /// No users yet.
+    pub(super) fn new(client: Arc<ClientShared>) -> impl PinInit<Self> {
+        pin_init!(PinUsers {
+            client,
+            key: SetOnce::new(),
+            users <- new_mutex!(
+                Users {
+                    dead: false,
+                    list: List::new(),
+                },
+                "peermem_pin_users"
+            ),
+        })
+    }
+}
+
+/// The users of a pin.
+///
+/// # Invariants
+///
+/// A [`User`] is in `list` only while `dead` is false: the free callback takes the
+/// whole list when it sets `dead`, and nothing is added after. A user is attached to
+/// one pin at most, once (its only [`ListArc`] is handed to `attach`). So while `dead`
+/// is false, a user of this pin that is not in `list` is in no list at all.
 pub(super) struct Users {
     /// The memory is being freed: no new user, nothing to share.
     pub(super) dead: bool,
-    /// Every user that acquired the pin and was not released, with its room reserved
-    /// at attach time: the free callback takes the list without allocating.
-    pub(super) list: KVec<Arc<User>>,
+    /// Every user that acquired the pin and was not released, linked through the user
+    /// itself: attaching allocates nothing, and the free callback takes the list
+    /// without allocating.
+    pub(super) list: List<User>,
+}
+
+impl Users {
+    /// Adds `user`; `EFAULT` once the memory is being freed.
+    pub(super) fn attach(&mut self, user: ListArc<User>) -> Result<(), PinError> {
+        if self.dead {
+            return Err(PinError::Freed);
+        }
+        // INVARIANT: added while `dead` is false.
+        self.list.push_back(user);
+        Ok(())
+    }
+
+    /// Removes `user` if it is attached; whether no user is left.
+    pub(super) fn detach(&mut self, user: &User) -> bool {
+        if !self.dead {
+            // SAFETY: while the pin is not dead, a user is either in this list or in
+            // none (the type invariant).
+            drop(unsafe { self.list.remove(user) });
+        }
+        self.list.is_empty()
+    }
+
+    /// How many users are attached.
+    pub(super) fn count(&self) -> usize {
+        self.list.iter().count()
+    }
 }
 
 impl FreeHandler for PinUsers {
     fn on_free(&self) {
         let list = {
             let mut u = self.users.lock();
+            // INVARIANT: the list is taken as `dead` is set.
             u.dead = true;
             core::mem::take(&mut u.list)
         };

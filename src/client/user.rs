@@ -5,6 +5,7 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::{
+    list::{impl_list_arc_safe, impl_list_item, ListArc, ListLinks},
     new_mutex,
     prelude::*,
     sync::{Arc, Mutex},
@@ -37,6 +38,17 @@ pub(crate) struct User {
     pub(super) state: Mutex<UserState>,
     #[pin]
     pub(super) gate: Mutex<Gate>,
+    /// Its place among the users of its pin (`Users`).
+    #[pin]
+    links: ListLinks,
+}
+
+// The one `ListArc` of a user is made with it and handed to its pin's users list.
+impl_list_arc_safe! {
+    impl ListArcSafe<0> for User { untracked; }
+}
+impl_list_item! {
+    impl ListItem<0> for User { using ListLinks { self.links }; }
 }
 
 pub(super) struct UserState {
@@ -65,9 +77,9 @@ impl User {
         range: GpuRange,
         pin: Option<Arc<SharedPin>>,
         error: Option<Error>,
-    ) -> Result<Arc<User>> {
-        Arc::pin_init(
-            pin_init!(User {
+    ) -> Result<ListArc<User>> {
+        ListArc::pin_init(
+            try_pin_init!(User {
                 client: client.clone(),
                 _module: ModuleRef::new(),
                 addr,
@@ -77,6 +89,7 @@ impl User {
                 core_context: AtomicU64::new(NO_CONTEXT),
                 state <- new_mutex!(UserState { pin, mapping: None, sg: None }, "peermem_user_state"),
                 gate <- new_mutex!(Gate { released: false, invalidated: false }, "peermem_user_gate"),
+                links <- ListLinks::new(),
             }),
             GFP_KERNEL,
         )

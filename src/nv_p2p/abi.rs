@@ -49,16 +49,11 @@ pub(crate) enum BadAnswer {
     Entries(u32),
     /// A null page array or entry, or null DMA addresses.
     NullEntry,
-    /// No memory to copy the answer.
-    NoMemory,
 }
 
 impl From<BadAnswer> for Error {
-    fn from(bad: BadAnswer) -> Error {
-        match bad {
-            BadAnswer::NoMemory => ENOMEM,
-            _ => EIO,
-        }
+    fn from(_: BadAnswer) -> Error {
+        EIO
     }
 }
 
@@ -99,16 +94,16 @@ pub(crate) unsafe fn check_page_table(
     Ok(())
 }
 
-/// Checks a DMA mapping of a table of `pages` pages and copies its addresses.
+/// Checks a DMA mapping of a table of `pages` pages; its addresses, read in place.
 ///
 /// # Safety
 ///
-/// `mapping` is null or points to a DMA mapping the driver handed out and has not
-/// freed, for the duration of the call.
-pub(crate) unsafe fn read_dma_mapping(
+/// `mapping` is null or points to a DMA mapping the driver handed out, which it neither
+/// frees nor changes during `'a`.
+pub(crate) unsafe fn dma_addresses<'a>(
     mapping: *const bindings::nvidia_p2p_dma_mapping,
     pages: u64,
-) -> Result<KVVec<u64>, BadAnswer> {
+) -> Result<&'a [u64], BadAnswer> {
     if mapping.is_null() {
         return Err(BadAnswer::Null);
     }
@@ -126,14 +121,7 @@ pub(crate) unsafe fn read_dma_mapping(
     if m.dma_addresses.is_null() {
         return Err(BadAnswer::NullEntry);
     }
-    let n = m.entries as usize;
-    // One address per 64 KiB page, up to millions: kvmalloc (docs/abi.md 1.4b).
-    let mut out = KVVec::with_capacity(n, GFP_KERNEL).map_err(|_| BadAnswer::NoMemory)?;
-    for i in 0..n {
-        // SAFETY: `dma_addresses` points to `entries` addresses (the driver's contract).
-        let a = unsafe { *m.dma_addresses.add(i) };
-        out.push_within_capacity(a)
-            .map_err(|_| BadAnswer::NoMemory)?;
-    }
-    Ok(out)
+    // SAFETY: `dma_addresses` points to `entries` addresses (the driver's contract),
+    // which stay as they are during `'a` (the caller's guarantee).
+    Ok(unsafe { core::slice::from_raw_parts(m.dma_addresses, m.entries as usize) })
 }

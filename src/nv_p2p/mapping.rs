@@ -5,15 +5,25 @@
 use kernel::{prelude::*, sync::Arc};
 
 use super::{
-    abi::{driver_result, read_dma_mapping, BadAnswer},
+    abi::{dma_addresses, driver_result},
     pin::{FreeHandler, GpuPin, Phase, PinShared, Raw},
 };
 use crate::{bindings, device::PciFunction};
 
 impl<T: FreeHandler> GpuPin<T> {
-    /// Maps the pinned range for DMA by `peer`. Fails with `EFAULT` once the memory was
-    /// freed.
-    pub(crate) fn dma_map(&self, peer: PciFunction) -> Result<DmaMapping<T>> {
+    /// Maps the pinned range for DMA by `peer`, and hands the DMA address of each
+    /// 64 KiB page, in order and read in place, to `build`, whose result comes back
+    /// with the mapping. Fails with `EFAULT` once the memory was freed, and with
+    /// `build`'s error (the mapping undone).
+    ///
+    /// `build` runs while the driver call is counted in flight: a free callback waits
+    /// for it before the driver frees the addresses. It must not wait for anything a
+    /// free callback holds.
+    pub(crate) fn dma_map<R>(
+        &self,
+        peer: PciFunction,
+        build: impl FnOnce(&[u64]) -> Result<R>,
+    ) -> Result<(DmaMapping<T>, R)> {
         let s = &self.shared;
         let map = s.nv.dma_map_pages;
         let table = s.begin_call()?;
@@ -23,35 +33,38 @@ impl<T: FreeHandler> GpuPin<T> {
         // a reference on the PCI function; `raw` is a valid out-pointer.
         let ret = unsafe { map(peer.as_raw(), table, &mut raw) };
         let made = ret == 0 && !raw.is_null();
-        let addrs = match driver_result(ret) {
-            // SAFETY: on success the driver handed `raw` out; it stays valid while the
-            // call is counted in flight.
-            Ok(()) => unsafe { read_dma_mapping(raw, s.range.pages()) }.map_err(|bad| {
-                if bad != BadAnswer::NoMemory {
+        let built = match driver_result(ret) {
+            // SAFETY: on success the driver handed `raw` out; it stays valid and
+            // unchanged while the call is counted in flight, which `build` is within.
+            Ok(()) => match unsafe { dma_addresses(raw, s.range.pages()) } {
+                Ok(addrs) => build(addrs),
+                Err(bad) => {
                     pr_err!("nvidia.ko returned an unusable DMA mapping ({:?})\n", bad);
+                    Err(Error::from(bad))
                 }
-                Error::from(bad)
-            }),
+            },
             Err(e) => Err(e),
         };
         let alive = {
             let mut st = s.state.lock();
             if made {
-                // Recorded even when unusable, so that it is unmapped, or freed by a
-                // callback, and never leaked. `begin_call` reserved the room.
-                let _ = st.mappings.push_within_capacity(Raw(raw));
+                // `begin_call` made room for every call in flight.
+                let recorded = st.mappings.push(Raw(raw));
+                debug_assert!(recorded);
             }
             let alive = st.phase != Phase::Freed;
             s.end_call(&mut st);
             alive
         };
-        match addrs {
-            Ok(addrs) if alive => Ok(DmaMapping {
-                shared: s.clone(),
-                raw: Raw(raw),
-                peer,
-                addrs,
-            }),
+        match built {
+            Ok(r) if alive => Ok((
+                DmaMapping {
+                    shared: s.clone(),
+                    raw: Raw(raw),
+                    peer,
+                },
+                r,
+            )),
             res => {
                 if made {
                     unmap_raw(s, &peer, raw);
@@ -74,14 +87,13 @@ fn unmap_raw<T: FreeHandler>(
 ) {
     let table = {
         let mut st = s.state.lock();
-        let Some(i) = st.mappings.iter().position(|m| m.0 == raw) else {
-            return;
-        };
         if st.phase == Phase::Freed || st.table.0.is_null() {
             // The callback frees it (it may be this very thread, nested in it).
             return;
         }
-        let _ = st.mappings.remove(i);
+        if !st.mappings.remove(raw) {
+            return;
+        }
         st.in_flight += 1;
         st.table.0
     };
@@ -96,25 +108,11 @@ fn unmap_raw<T: FreeHandler>(
     s.end_call(&mut st);
 }
 
-/// The DMA addresses of a pinned range for one PCI peer; dropping it unmaps.
+/// A DMA mapping of a pinned range for one PCI peer; dropping it unmaps.
 pub(crate) struct DmaMapping<T: FreeHandler> {
     shared: Arc<PinShared<T>>,
     raw: Raw<bindings::nvidia_p2p_dma_mapping>,
     peer: PciFunction,
-    addrs: KVVec<u64>,
-}
-
-impl<T: FreeHandler> DmaMapping<T> {
-    /// The DMA address of each 64 KiB page of the pin, in order (empty after
-    /// [`DmaMapping::forget_addresses`]).
-    pub(crate) fn addresses(&self) -> &[u64] {
-        &self.addrs
-    }
-
-    /// Frees the copy of the addresses; the mapping itself stays.
-    pub(crate) fn forget_addresses(&mut self) {
-        self.addrs = KVVec::new();
-    }
 }
 
 impl<T: FreeHandler> Drop for DmaMapping<T> {

@@ -21,7 +21,7 @@ impl NvP2p {
     pub(crate) fn pin<T: FreeHandler>(
         &self,
         range: GpuRange,
-        handler: T,
+        handler: impl PinInit<T>,
     ) -> Result<GpuPin<T>, PinError> {
         let shared = Arc::pin_init(
             PinShared::new(*self, range, PinKind::Callback, handler),
@@ -197,7 +197,7 @@ unsafe impl<T> Send for Raw<T> {}
 pub(super) struct PinState {
     pub(super) phase: Phase,
     pub(super) table: Raw<bindings::nvidia_p2p_page_table>,
-    pub(super) mappings: KVec<Raw<bindings::nvidia_p2p_dma_mapping>>,
+    pub(super) mappings: Mappings,
     pub(super) in_flight: u32,
     pub(super) callback_running: bool,
     /// The task running the callback (compared, never dereferenced).
@@ -209,6 +209,18 @@ pub(super) struct PinState {
 }
 
 impl PinState {
+    /// Counts a mapping call in flight on the live table, with room reserved to
+    /// record its mapping beside those of the calls already in flight (each records
+    /// one when it returns); `EFAULT` once the pin is freed or put.
+    pub(super) fn begin_call(&mut self) -> Result<*mut bindings::nvidia_p2p_page_table> {
+        if self.phase != Phase::Live || self.table.0.is_null() {
+            return Err(EFAULT);
+        }
+        self.mappings.reserve(self.in_flight as usize + 1)?;
+        self.in_flight += 1;
+        Ok(self.table.0)
+    }
+
     /// Whether the driver's `data` reference may be given back now: no callback is
     /// running and none can start (put returned, or a callback already ran).
     pub(super) fn take_data_release(&mut self) -> bool {
@@ -220,6 +232,75 @@ impl PinState {
             return true;
         }
         false
+    }
+}
+
+/// A driver DMA mapping, as a pin records it.
+pub(super) type RawMapping = Raw<bindings::nvidia_p2p_dma_mapping>;
+
+/// The live DMA mappings of a pin: the first in place (a pin mostly has one peer), any
+/// more in a vector.
+///
+/// # Invariants
+///
+/// `more` is empty while `first` is `None`.
+pub(super) struct Mappings {
+    first: Option<RawMapping>,
+    more: KVec<RawMapping>,
+}
+
+impl Mappings {
+    /// None.
+    pub(super) fn new() -> Self {
+        // INVARIANT: both empty.
+        Mappings {
+            first: None,
+            more: KVec::new(),
+        }
+    }
+
+    /// How many are recorded.
+    pub(super) fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.more.len()
+    }
+
+    /// Makes room for `extra` more, so that that many [`Mappings::push`] succeed.
+    pub(super) fn reserve(&mut self, extra: usize) -> Result {
+        // The first lives in place: the vector holds the others.
+        let others = (self.len() + extra).saturating_sub(1);
+        self.more
+            .reserve(others.saturating_sub(self.more.len()), GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Records `m`; `false` if there was no room (see [`Mappings::reserve`]).
+    pub(super) fn push(&mut self, m: RawMapping) -> bool {
+        if self.first.is_none() {
+            // INVARIANT: `first` is set before `more` takes anything.
+            self.first = Some(m);
+            return true;
+        }
+        self.more.push_within_capacity(m).is_ok()
+    }
+
+    /// Forgets the mapping at `raw`; whether it was recorded.
+    pub(super) fn remove(&mut self, raw: *mut bindings::nvidia_p2p_dma_mapping) -> bool {
+        if self.first.as_ref().is_some_and(|m| m.0 == raw) {
+            // INVARIANT: a vector element, if any, takes the first place.
+            self.first = self.more.pop();
+            return true;
+        }
+        match self.more.iter().position(|m| m.0 == raw) {
+            Some(i) => self.more.remove(i).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Takes every recorded mapping, leaving none.
+    pub(super) fn take(&mut self) -> impl Iterator<Item = RawMapping> {
+        // INVARIANT: both emptied.
+        let more = core::mem::take(&mut self.more);
+        Iterator::chain(self.first.take().into_iter(), more)
     }
 }
 
@@ -235,11 +316,17 @@ pub(super) struct PinShared<T: FreeHandler> {
     pub(super) state: Mutex<PinState>,
     #[pin]
     pub(super) idle: CondVar,
+    #[pin]
     pub(super) handler: T,
 }
 
 impl<T: FreeHandler> PinShared<T> {
-    fn new(nv: NvP2p, range: GpuRange, kind: PinKind, handler: T) -> impl PinInit<Self> {
+    fn new(
+        nv: NvP2p,
+        range: GpuRange,
+        kind: PinKind,
+        handler: impl PinInit<T>,
+    ) -> impl PinInit<Self> {
         pin_init!(Self {
             nv,
             range,
@@ -248,7 +335,7 @@ impl<T: FreeHandler> PinShared<T> {
             state <- new_mutex!(PinState {
                 phase: Phase::Live,
                 table: Raw(core::ptr::null_mut()),
-                mappings: KVec::new(),
+                mappings: Mappings::new(),
                 in_flight: 0,
                 callback_running: false,
                 callback_task: 0,
@@ -256,7 +343,7 @@ impl<T: FreeHandler> PinShared<T> {
                 orphan: None,
             }, "peermem_pin_state"),
             idle <- new_condvar!("peermem_pin_idle"),
-            handler,
+            handler <- handler,
         })
     }
 
@@ -311,13 +398,7 @@ impl<T: FreeHandler> PinShared<T> {
     /// Starts a mapping call on the live table, with room reserved to record the
     /// mapping; `EFAULT` once the pin is freed or put.
     pub(super) fn begin_call(&self) -> Result<*mut bindings::nvidia_p2p_page_table> {
-        let mut st = self.state.lock();
-        if st.phase != Phase::Live || st.table.0.is_null() {
-            return Err(EFAULT);
-        }
-        st.mappings.reserve(1, GFP_KERNEL)?;
-        st.in_flight += 1;
-        Ok(st.table.0)
+        self.state.lock().begin_call()
     }
 
     /// Ends a driver call; wakes a callback waiting for calls to drain.
@@ -361,7 +442,7 @@ unsafe extern "C" fn free_callback<T: FreeHandler>(data: *mut c_void) {
             shared.idle.wait(&mut st);
         }
         let table = core::mem::replace(&mut st.table, Raw(core::ptr::null_mut()));
-        for m in st.mappings.drain_all() {
+        for m in st.mappings.take() {
             // SAFETY: `m` is a live mapping of the table; freeing it is allowed inside
             // the callback (docs/abi.md 1.1), and nothing else uses it any more.
             unsafe { (shared.nv.free_dma_mapping)(m.0) };

@@ -5,7 +5,7 @@
 
 use super::{
     abi::*,
-    pin::{Phase, PinState, Raw},
+    pin::{Mappings, Phase, PinState, Raw},
     *,
 };
 use crate::range::GpuRange;
@@ -127,7 +127,7 @@ mod suite {
     }
 
     #[test]
-    fn dma_mappings_are_checked_and_copied() -> Result {
+    fn dma_mappings_are_checked_and_read_in_place() -> Result {
         let mut addrs = KVec::new();
         for i in 0..3u64 {
             addrs.push(0x1_0000_0000 + i * 0x1_0000, GFP_KERNEL)?;
@@ -141,9 +141,10 @@ mod suite {
             pci_dev: core::ptr::null_mut(),
         };
         // SAFETY: `m` and `addrs` live across the calls.
-        let read = |m: &bindings::nvidia_p2p_dma_mapping, n| unsafe { read_dma_mapping(m, n) };
-        let copy = read(&m, 3).map_err(Error::from)?;
-        assert_eq!(&copy[..], &addrs[..]);
+        let read = |m: &bindings::nvidia_p2p_dma_mapping, n| unsafe { dma_addresses(m, n) };
+        let read3 = read(&m, 3).map_err(Error::from)?;
+        assert_eq!(read3, &addrs[..]);
+        assert_eq!(read3.as_ptr(), addrs.as_ptr());
         assert_eq!(read(&m, 4).err(), Some(BadAnswer::Entries(3)));
         m.version = 0x0002_0002;
         assert_eq!(read(&m, 3).err(), Some(BadAnswer::Version(0x0002_0002)));
@@ -151,7 +152,7 @@ mod suite {
         m.dma_addresses = core::ptr::null_mut();
         assert_eq!(read(&m, 3).err(), Some(BadAnswer::NullEntry));
         // SAFETY: a null pointer is allowed.
-        let null = unsafe { read_dma_mapping(core::ptr::null(), 1) };
+        let null = unsafe { dma_addresses(core::ptr::null(), 1) };
         assert_eq!(null.err(), Some(BadAnswer::Null));
         Ok(())
     }
@@ -320,18 +321,21 @@ mod suite {
         Ok(())
     }
 
-    #[test]
-    fn callback_data_is_given_back_once_by_whichever_ends_last() {
-        let state = |phase| PinState {
+    fn state(phase: Phase) -> PinState {
+        PinState {
             phase,
             table: Raw(core::ptr::null_mut()),
-            mappings: KVec::new(),
+            mappings: Mappings::new(),
             in_flight: 0,
             callback_running: false,
             callback_task: 0,
             data_released: false,
             orphan: None,
-        };
+        }
+    }
+
+    #[test]
+    fn callback_data_is_given_back_once_by_whichever_ends_last() {
         // Live, putting or orphaned: a callback may still come.
         for phase in [Phase::Live, Phase::Putting, Phase::Orphaned] {
             assert!(!state(phase).take_data_release());
@@ -348,5 +352,44 @@ mod suite {
         assert!(!st.take_data_release());
         st.callback_running = false;
         assert!(st.take_data_release());
+    }
+
+    #[test]
+    fn mappings_keep_room_for_every_call_in_flight() -> Result {
+        let m = |i: usize| Raw((i * 64) as *mut bindings::nvidia_p2p_dma_mapping);
+        // Three dma_map calls in flight at once on a live pin (concurrent
+        // registrations of one shared pin), then each records its mapping: every one
+        // finds room, or a mapping would go unrecorded and never be unmapped.
+        let mut st = state(Phase::Live);
+        st.table = Raw(0x40 as *mut bindings::nvidia_p2p_page_table);
+        for _ in 0..3 {
+            assert_eq!(st.begin_call()?, st.table.0);
+        }
+        assert_eq!(st.in_flight, 3);
+        for i in 1..=3 {
+            assert!(st.mappings.push(m(i)));
+        }
+        assert_eq!(st.mappings.len(), 3);
+        // Not once the pin is put or freed.
+        for phase in [Phase::Putting, Phase::Put, Phase::Freed] {
+            assert_eq!(state(phase).begin_call(), Err(EFAULT));
+        }
+        // Any one can go, the first included; what is left stays recorded.
+        let ms = &mut st.mappings;
+        assert!(ms.remove(m(1).0));
+        assert!(!ms.remove(m(1).0));
+        assert_eq!(ms.len(), 2);
+        assert!(ms.remove(m(3).0));
+        let left: KVec<usize> = {
+            let mut v = KVec::new();
+            for r in ms.take() {
+                v.push(r.0 as usize, GFP_KERNEL)?;
+            }
+            v
+        };
+        assert_eq!(&left[..], &[128]);
+        assert_eq!(ms.len(), 0);
+        assert!(!ms.remove(m(2).0));
+        Ok(())
     }
 }

@@ -14,7 +14,7 @@ use kernel::{
     types::ForeignOwnable,
 };
 
-use super::{sg::sg, ClientKind, DmaDevice, Invalidator, PeerClient, PeerCore};
+use super::{sg::sg, Borrowed, ClientKind, DmaDevice, Invalidator, PeerClient, PeerCore};
 use crate::bindings;
 
 /// What the core's callbacks reach through the registration slot.
@@ -50,12 +50,6 @@ unsafe impl<T: PeerClient, const S: usize> Send for Registration<T, S> {}
 // SAFETY: `&Registration` only reads immutable fields.
 unsafe impl<T: PeerClient, const S: usize> Sync for Registration<T, S> {}
 
-/// The context box the core carries as `client_context`.
-struct Ctx<T: PeerClient> {
-    client: Arc<T>,
-    ctx: T::Context,
-}
-
 fn copy_name(dst: &mut [c_char], src: &CStr) -> Result {
     let bytes = src.to_bytes();
     if bytes.len() >= dst.len() {
@@ -84,12 +78,12 @@ impl<T: PeerClient, const S: usize> Registration<T, S> {
             name: [0; bindings::IB_PEER_MEMORY_NAME_MAX as usize],
             version: [0; bindings::IB_PEER_MEMORY_VER_MAX as usize],
             acquire: Some(acquire::<T, S>),
-            get_pages: Some(get_pages::<T>),
-            dma_map: Some(dma_map::<T>),
-            dma_unmap: Some(dma_unmap::<T>),
-            put_pages: Some(put_pages::<T>),
-            get_page_size: Some(get_page_size::<T>),
-            release: Some(release::<T>),
+            get_pages: Some(get_pages::<T, S>),
+            dma_map: Some(dma_map::<T, S>),
+            dma_unmap: Some(dma_unmap::<T, S>),
+            put_pages: Some(put_pages::<T, S>),
+            get_page_size: Some(get_page_size::<T, S>),
+            release: Some(release::<T, S>),
         };
         copy_name(&mut client_ops.name, name)?;
         // The version string leaves its last byte alone: the core reads a non-zero last
@@ -178,15 +172,25 @@ impl<T: PeerClient, const S: usize> Drop for Registration<T, S> {
     }
 }
 
-/// Borrows the context the core carries.
+/// The client in slot `S` and the context the core carries, borrowed for one callback.
 ///
 /// # Safety
 ///
-/// `client_context` came from a successful [`acquire`] and `release` has not run.
-unsafe fn ctx<'a, T: PeerClient>(client_context: *mut c_void) -> &'a Ctx<T> {
-    // SAFETY: `client_context` came from `into_foreign` in `acquire`, and `from_foreign`
-    // (in `release`) has not run (the caller's guarantee).
-    unsafe { KBox::<Ctx<T>>::borrow(client_context) }
+/// `client_context` came from a successful [`acquire`] of the client in slot `S`, and
+/// its `release` has not run.
+unsafe fn region<'a, T: PeerClient, const S: usize>(
+    client_context: *mut c_void,
+) -> Option<(&'a T, Borrowed<'a, T>)> {
+    let shared = SLOT[S].load(Ordering::Acquire).cast::<RegShared<T>>();
+    // SAFETY: a non-null slot points to the live registration of the client in slot
+    // `S` (of type `T`: only `Registration<T, S>` fills the slot, and only its own
+    // callbacks read it); the core's unregistration, after which it is freed, waits
+    // for every region, and the caller's region is not released.
+    let shared = unsafe { shared.as_ref() }?;
+    // SAFETY: `client_context` came from `into_foreign` in `acquire`, and
+    // `from_foreign` (in `release`) has not run (the caller's guarantee).
+    let ctx = unsafe { T::Context::borrow(client_context) };
+    Some((&shared.client, ctx))
 }
 
 /// The core's `acquire` for the client in slot `S`.
@@ -211,22 +215,10 @@ unsafe extern "C" fn acquire<T: PeerClient, const S: usize>(
     if !shared.ready.load(Ordering::Acquire) {
         return 0;
     }
-    // The box comes first: once the client has claimed the range, nothing may fail
-    // before the core holds the context (and will release it).
-    let Ok(slot) = KBox::<Ctx<T>>::new_uninit(GFP_KERNEL) else {
-        return ENOMEM.to_errno();
-    };
     match shared.client.acquire(addr as u64, size as u64) {
         Ok(Some(ctx)) => {
-            let boxed = KBox::write(
-                slot,
-                Ctx {
-                    client: shared.client.clone(),
-                    ctx,
-                },
-            );
             // SAFETY: `client_context` is the core's valid out-pointer.
-            unsafe { *client_context = boxed.into_foreign() };
+            unsafe { *client_context = ctx.into_foreign() };
             1
         }
         Ok(None) => 0,
@@ -239,7 +231,7 @@ unsafe extern "C" fn acquire<T: PeerClient, const S: usize>(
 /// # Safety
 ///
 /// `client_context` comes from a successful [`acquire`] whose release has not run.
-unsafe extern "C" fn get_pages<T: PeerClient>(
+unsafe extern "C" fn get_pages<T: PeerClient, const S: usize>(
     _addr: c_ulong,
     _size: usize,
     write: c_int,
@@ -249,8 +241,10 @@ unsafe extern "C" fn get_pages<T: PeerClient>(
     core_context: u64,
 ) -> c_int {
     // SAFETY: the core passes the context of a successful acquire, before release.
-    let c = unsafe { ctx::<T>(client_context) };
-    match c.client.get_pages(&c.ctx, write != 0, core_context) {
+    let Some((client, ctx)) = (unsafe { region::<T, S>(client_context) }) else {
+        return EINVAL.to_errno();
+    };
+    match client.get_pages(ctx, write != 0, core_context) {
         Ok(()) => 0,
         Err(e) => e.to_errno(),
     }
@@ -262,7 +256,7 @@ unsafe extern "C" fn get_pages<T: PeerClient>(
 ///
 /// `client_context` comes from a successful [`acquire`] whose release has not run;
 /// `sg_head` is the region's table, `dma_device` a valid device, `nmap` writable.
-unsafe extern "C" fn dma_map<T: PeerClient>(
+unsafe extern "C" fn dma_map<T: PeerClient, const S: usize>(
     sg_head: *mut bindings::sg_table,
     client_context: *mut c_void,
     dma_device: *mut bindings::device,
@@ -270,14 +264,14 @@ unsafe extern "C" fn dma_map<T: PeerClient>(
     nmap: *mut c_int,
 ) -> c_int {
     // SAFETY: the core passes the context of a successful acquire, before release.
-    let c = unsafe { ctx::<T>(client_context) };
-    let (Some(sg), false) = (sg(sg_head), nmap.is_null()) else {
+    let region = unsafe { region::<T, S>(client_context) };
+    let (Some((client, ctx)), Some(sg), false) = (region, sg(sg_head), nmap.is_null()) else {
         return EINVAL.to_errno();
     };
     // SAFETY: the core passes a valid device (or null) for the duration of this call,
     // which the borrow does not outlive.
     let dev = unsafe { DmaDevice::new(dma_device) };
-    match c.client.dma_map(&c.ctx, sg, dev) {
+    match client.dma_map(ctx, sg, dev) {
         Ok(n) => {
             // SAFETY: `nmap` is the core's valid out-pointer (checked non-null).
             unsafe { *nmap = n as c_int };
@@ -292,15 +286,15 @@ unsafe extern "C" fn dma_map<T: PeerClient>(
 /// # Safety
 ///
 /// `client_context` comes from a successful [`acquire`] whose release has not run.
-unsafe extern "C" fn dma_unmap<T: PeerClient>(
+unsafe extern "C" fn dma_unmap<T: PeerClient, const S: usize>(
     sg_head: *mut bindings::sg_table,
     client_context: *mut c_void,
     _dma_device: *mut bindings::device,
 ) -> c_int {
     // SAFETY: the core passes the context of a successful acquire, before release.
-    let c = unsafe { ctx::<T>(client_context) };
-    if let Some(sg) = sg(sg_head) {
-        c.client.dma_unmap(&c.ctx, sg);
+    let region = unsafe { region::<T, S>(client_context) };
+    if let (Some((client, ctx)), Some(sg)) = (region, sg(sg_head)) {
+        client.dma_unmap(ctx, sg);
     }
     // The core requires 0 (docs/abi.md 2.2).
     0
@@ -311,14 +305,14 @@ unsafe extern "C" fn dma_unmap<T: PeerClient>(
 /// # Safety
 ///
 /// `client_context` comes from a successful [`acquire`] whose release has not run.
-unsafe extern "C" fn put_pages<T: PeerClient>(
+unsafe extern "C" fn put_pages<T: PeerClient, const S: usize>(
     sg_head: *mut bindings::sg_table,
     client_context: *mut c_void,
 ) {
     // SAFETY: the core passes the context of a successful acquire, before release.
-    let c = unsafe { ctx::<T>(client_context) };
-    if let Some(sg) = sg(sg_head) {
-        c.client.put_pages(&c.ctx, sg);
+    let region = unsafe { region::<T, S>(client_context) };
+    if let (Some((client, ctx)), Some(sg)) = (region, sg(sg_head)) {
+        client.put_pages(ctx, sg);
     }
 }
 
@@ -327,10 +321,14 @@ unsafe extern "C" fn put_pages<T: PeerClient>(
 /// # Safety
 ///
 /// `client_context` comes from a successful [`acquire`] whose release has not run.
-unsafe extern "C" fn get_page_size<T: PeerClient>(client_context: *mut c_void) -> c_ulong {
+unsafe extern "C" fn get_page_size<T: PeerClient, const S: usize>(
+    client_context: *mut c_void,
+) -> c_ulong {
     // SAFETY: the core passes the context of a successful acquire, before release.
-    let c = unsafe { ctx::<T>(client_context) };
-    c.client.page_size(&c.ctx) as c_ulong
+    match unsafe { region::<T, S>(client_context) } {
+        Some((client, ctx)) => client.page_size(ctx) as c_ulong,
+        None => 0,
+    }
 }
 
 /// The core's `release`.
@@ -338,15 +336,18 @@ unsafe extern "C" fn get_page_size<T: PeerClient>(client_context: *mut c_void) -
 /// # Safety
 ///
 /// `client_context` comes from a successful [`acquire`]; the core calls this once.
-unsafe extern "C" fn release<T: PeerClient>(client_context: *mut c_void) {
+unsafe extern "C" fn release<T: PeerClient, const S: usize>(client_context: *mut c_void) {
     if client_context.is_null() {
         return;
     }
+    let shared = SLOT[S].load(Ordering::Acquire).cast::<RegShared<T>>();
     // SAFETY: the pointer came from `into_foreign` in `acquire`; the core calls release
     // exactly once per successful acquire, and never uses the context afterwards.
-    let c = unsafe { KBox::<Ctx<T>>::from_foreign(client_context) };
-    let Ctx { client, ctx } = KBox::into_inner(c);
-    client.release(ctx);
+    let ctx = unsafe { T::Context::from_foreign(client_context) };
+    // SAFETY: as in `region`: the slot's registration outlives every region of it.
+    if let Some(shared) = unsafe { shared.as_ref() } {
+        shared.client.release(ctx);
+    }
 }
 
 #[cfg(peermem_kunit)]

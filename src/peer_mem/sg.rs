@@ -55,7 +55,7 @@ impl SgHead {
 ///
 /// # Invariants
 ///
-/// `table` was filled by `peermem_sg_build` and is freed only by `Drop`.
+/// `table` was allocated by `peermem_sg_alloc` and is freed only by `Drop`.
 pub(crate) struct SgList {
     table: bindings::sg_table,
 }
@@ -66,21 +66,32 @@ unsafe impl Send for SgList {}
 unsafe impl Sync for SgList {}
 
 impl SgList {
-    /// Builds DMA-mapped entries `(address, length)`.
-    pub(crate) fn new(addrs: &[u64], lens: &[u32]) -> Result<Self> {
-        if addrs.len() != lens.len() || addrs.is_empty() {
+    /// Builds DMA-mapped entries `(address, length)`, in one allocation: `entries` is
+    /// walked twice, to count and to fill, and must yield the same both times.
+    pub(crate) fn new(entries: impl Iterator<Item = (u64, u32)> + Clone) -> Result<Self> {
+        let n = u32::try_from(entries.clone().count()).map_err(|_| EINVAL)?;
+        if n == 0 {
             return Err(EINVAL);
         }
-        let n = u32::try_from(addrs.len()).map_err(|_| EINVAL)?;
         // SAFETY: an all-zero `sg_table` is the empty table.
         let mut table: bindings::sg_table = unsafe { core::mem::zeroed() };
-        // SAFETY: `table` is a valid, empty table; both arrays hold `n` elements. On
-        // failure the glue leaves nothing allocated.
-        let ret =
-            unsafe { bindings::peermem_sg_build(&mut table, addrs.as_ptr(), lens.as_ptr(), n) };
+        // SAFETY: `table` is a valid, empty table. On failure the glue leaves nothing
+        // allocated.
+        let ret = unsafe { bindings::peermem_sg_alloc(&mut table, n) };
         crate::nv_p2p::driver_result(ret)?;
-        // INVARIANT: filled by `peermem_sg_build` just above.
-        Ok(SgList { table })
+        // INVARIANT: allocated by `peermem_sg_alloc` just above.
+        let list = SgList { table };
+        let mut sg = list.table.sgl;
+        for (addr, len) in entries.take(n as usize) {
+            if sg.is_null() {
+                // Fewer entries than counted: `list` frees what was allocated.
+                return Err(EINVAL);
+            }
+            // SAFETY: `sg` is an entry of the `n` entries of `list` (the first one, then
+            // each `peermem_sg_set` returned the next), not yet handed to anyone.
+            sg = unsafe { bindings::peermem_sg_set(sg, addr, len) };
+        }
+        Ok(list)
     }
 
     /// Number of entries.
@@ -91,7 +102,7 @@ impl SgList {
 
 impl Drop for SgList {
     fn drop(&mut self) {
-        // SAFETY: `table` was filled by `peermem_sg_build` and is freed only here
+        // SAFETY: `table` was allocated by `peermem_sg_alloc` and is freed only here
         // (type invariant).
         unsafe { bindings::peermem_sg_free(&mut self.table) };
     }

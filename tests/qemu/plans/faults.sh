@@ -32,27 +32,19 @@ FKMSG=/tmp/peermem-faults.kmsg
 # a kernel-crate generic instantiated for peermem's type, whose mangled name says
 # what is allocated: UniqueArc<User>::new_uninit, RBTreeNode<PinKey, ...>::new),
 # OWNER the innermost frame of peermem's own code (a Rust path of the peermem crate,
-# or a glue.c function). Inlining and identical-code folding blur some sites: the
-# reserve of begin_call's KVec<Raw<mapping>> is folded with that of KVec<Arc<User>>
-# (both of 8-byte elements) and is told apart by its caller, dma_map; sg_entries'
-# KVVec<u64> and KVVec<u32> pushes (kvmalloc-class, inlined into dma_map) share a
-# row. pin_raw may be inlined into the client's acquire, whose own frame then
-# allocates the users' box. Module init and debugfs allocate too, but only at
-# load, outside the suite; the reference strategy (the drop-in's probe pin) is not
-# run either.
+# or a glue.c function). A registration in callback mode allocates at these sites
+# only: the core carries the user itself as its context, a pin's users are linked
+# through the users (kernel::list), a pin's first DMA mapping is recorded in place,
+# and the SG list is built from the driver's addresses in place, in one allocation.
+# Module init and debugfs allocate too, but only at load, outside the suite; the
+# reference strategy (the drop-in's probe pin) is not run either.
 FAULT_SITES='
-client::User::new(Arc)                          ^[^|]*9UniqueArc[^|]*4User
+client::User::new(ListArc<User>)                ^[^|]*9UniqueArc[^|]*4User
 client::Client::pin(Arc<SharedPin>)             ^[^|]*8ArcInner[^|]*9SharedPin
 registry::Registry::insert(RBTreeNode)          ^[^|]*10RBTreeNode
-client::Client::attach(users.push)              [|].*6Client6attach$
-client::Client::pin_raw(KBox<Mutex<Users>>)     (^[^|]*6Client7pin_raw[|])|(^[^|]*10PeerClient7acquire[|])
 nv_p2p::NvP2p::pin(Arc<PinShared<PinUsers>>)    ^[^|]*9PinShared[^|]*8PinUsers
 nv_p2p::NvP2p::pin_persistent(Arc<PinShared>)   ^[^|]*9PinShared[^|]*10NoCallback
-peer_mem::registration::acquire(KBox<Ctx>)      ^[^|]*12registration7acquire
-dma_map:begin_call(KVec<Raw<mapping>>)          ^[^|]*4User[^|]*7Kmalloc[^|]*7reserve[^|]*[|].*7dma_map$
-client::sg::sg_entries(KVVec<u64>,KVVec<u32>)   (^[^|]*3Vec[my][^|]*8KVmalloc[^|]*7reserve[^|]*[|].*7dma_map$)|(10sg_entries$)
-nv_p2p::read_dma_mapping(with_capacity)         16read_dma_mapping$
-glue.c:peermem_sg_build(sg_alloc_table)         [|]peermem_sg_build$
+glue.c:peermem_sg_alloc(sg_alloc_table)         [|]peermem_sg_alloc$
 '
 
 fault_inject_arm() {
