@@ -140,13 +140,14 @@ static void set_cost(u32 cost, bool huge_bar)
 /* Register + deregister latency, throughput, pins and SG entries per registration. */
 static void bench_latency(u64 size, u32 cost, int n)
 {
-	u64 *lat, sum = 0, dsum = 0, t0, t1, t2, start, pins, va;
+	u64 *lat, *op, sum = 0, dsum = 0, t0, t1, t2, start, pins, va;
 	struct fake_core_client_stats ph0, ph1;
 	int i, nents = 0;
 
 	lat = kvcalloc(n, sizeof(*lat), GFP_KERNEL);
+	op = kvcalloc(n, sizeof(*op), GFP_KERNEL);
 	va = fake_nv_alloc(proc, size, true);
-	if (!lat || !va) {
+	if (!lat || !op || !va) {
 		fail("latency setup", -ENOMEM);
 		goto out;
 	}
@@ -183,16 +184,21 @@ static void bench_latency(u64 size, u32 cost, int n)
 		fake_core_dereg_mr(mr);
 		t2 = now_ns();
 		lat[i] = t1 - t0;
+		op[i] = t2 - t0;
 		sum += t1 - t0;
 		dsum += t2 - t1;
 	}
 	t0 = now_ns() - start;
 	pins = pins_total() - pins;
 	sort(lat, n, sizeof(*lat), cmp_u64, NULL);
+	sort(op, n, sizeof(*op), cmp_u64, NULL);
 	row("latency", "reg_mean_ns", size, cost, 0, div_u64(sum * 1000, n));
 	row("latency", "reg_p50_ns", size, cost, 0, lat[n / 2] * 1000);
 	row("latency", "reg_p99_ns", size, cost, 0, lat[(n * 99) / 100] * 1000);
 	row("latency", "dereg_mean_ns", size, cost, 0, div_u64(dsum * 1000, n));
+	/* One register + deregister pair. */
+	row("latency", "op_mean_ns", size, cost, 0, div_u64((sum + dsum) * 1000, n));
+	row("latency", "op_p99_ns", size, cost, 0, op[(n * 99) / 100] * 1000);
 	row("latency", "ops_per_s", size, cost, 0, div64_u64((u64)n * NSEC_PER_SEC * 1000, t0));
 	row("latency", "pins_per_reg", size, cost, 0, div_u64(pins * 1000, n));
 	row("latency", "sg_entries", size, cost, 0, (u64)nents * 1000);
@@ -209,6 +215,7 @@ static void bench_latency(u64 size, u32 cost, int n)
 out:
 	if (va)
 		fake_nv_free(proc, va);
+	kvfree(op);
 	kvfree(lat);
 }
 

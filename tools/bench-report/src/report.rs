@@ -285,6 +285,27 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
             "B",
         ));
     }
+
+    // A registration's whole cost against the baseline: register + deregister, mean
+    // and 99th percentile, at zero pin cost (peermem's own overhead against the
+    // reference's), and the mean with a costly pin.
+    for size in LATENCY_SIZES {
+        for (metric, cost, limit) in [
+            ("op_mean_ns", 0, 1.0),
+            ("op_p99_ns", 0, 1.0),
+            ("op_mean_ns", COSTLY_PIN_US, 0.55),
+        ] {
+            targets.push(ratio_target(
+                format!(
+                    "{cost} us pin cost, {}: peermem {metric} (register+deregister) <= {limit} x reference",
+                    human_size(size)
+                ),
+                pair(results, "latency", metric, size, Some(cost)),
+                limit,
+                "ns",
+            ));
+        }
+    }
     targets
 }
 
@@ -353,6 +374,24 @@ PEERMEM-BENCH,peermem,memory,bytes_per_reg_module,67108864,0,64,3328
 PEERMEM-BENCH,reference,memory,bytes_per_reg_module,67108864,0,64,33280
 PEERMEM-BENCH,peermem,memory,bytes_per_reg_module,65536,0,4096,644
 PEERMEM-BENCH,reference,memory,bytes_per_reg_module,65536,0,4096,644
+PEERMEM-BENCH,peermem,latency,op_mean_ns,65536,0,0,20000
+PEERMEM-BENCH,reference,latency,op_mean_ns,65536,0,0,20000
+PEERMEM-BENCH,peermem,latency,op_p99_ns,65536,0,0,30000
+PEERMEM-BENCH,reference,latency,op_p99_ns,65536,0,0,30000
+PEERMEM-BENCH,peermem,latency,op_mean_ns,65536,50,0,110000
+PEERMEM-BENCH,reference,latency,op_mean_ns,65536,50,0,200000
+PEERMEM-BENCH,peermem,latency,op_mean_ns,2097152,0,0,20000
+PEERMEM-BENCH,reference,latency,op_mean_ns,2097152,0,0,40000
+PEERMEM-BENCH,peermem,latency,op_p99_ns,2097152,0,0,30000
+PEERMEM-BENCH,reference,latency,op_p99_ns,2097152,0,0,60000
+PEERMEM-BENCH,peermem,latency,op_mean_ns,2097152,50,0,100000
+PEERMEM-BENCH,reference,latency,op_mean_ns,2097152,50,0,250000
+PEERMEM-BENCH,peermem,latency,op_mean_ns,67108864,0,0,20000
+PEERMEM-BENCH,reference,latency,op_mean_ns,67108864,0,0,90000
+PEERMEM-BENCH,peermem,latency,op_p99_ns,67108864,0,0,30000
+PEERMEM-BENCH,reference,latency,op_p99_ns,67108864,0,0,90000
+PEERMEM-BENCH,peermem,latency,op_mean_ns,67108864,50,0,100000
+PEERMEM-BENCH,reference,latency,op_mean_ns,67108864,50,0,900000
 ";
 
     fn eval(log: &str) -> Vec<Target> {
@@ -370,7 +409,7 @@ PEERMEM-BENCH,reference,memory,bytes_per_reg_module,65536,0,4096,644
     #[test]
     fn all_targets_pass_at_their_limits() {
         let targets = eval(GOOD);
-        assert_eq!(targets.len(), 10);
+        assert_eq!(targets.len(), 19);
         for t in &targets {
             assert!(t.pass, "{t:?}");
         }
@@ -383,6 +422,15 @@ PEERMEM-BENCH,reference,memory,bytes_per_reg_module,65536,0,4096,644
         );
         assert_eq!(targets[6].figure, "10000 ns / 5000 ns = 2.00");
         assert!(targets[7].figure.contains("ratio 0.010"));
+        assert!(targets[10]
+            .name
+            .contains("0 us pin cost, 64 KiB: peermem op_mean_ns"));
+        assert!(targets[10].figure.contains("ratio 1.000"));
+        assert!(targets[11].name.contains("op_p99_ns"));
+        assert!(targets[12]
+            .name
+            .contains("50 us pin cost, 64 KiB: peermem op_mean_ns"));
+        assert!(targets[12].figure.contains("ratio 0.550"));
         assert!(targets[9].figure.contains("ratio 1.000"));
     }
 
@@ -407,12 +455,27 @@ PEERMEM-BENCH,reference,memory,bytes_per_reg_module,65536,0,4096,644
             .replace(
                 "65536,0,4096,644\nPEERMEM-BENCH,ref",
                 "65536,0,4096,645\nPEERMEM-BENCH,ref",
+            )
+            .replace(
+                "op_mean_ns,65536,0,0,20000\nPEERMEM-BENCH,ref",
+                "op_mean_ns,65536,0,0,20001\nPEERMEM-BENCH,ref",
+            )
+            .replace(
+                "op_p99_ns,65536,0,0,30000\nPEERMEM-BENCH,ref",
+                "op_p99_ns,65536,0,0,30001\nPEERMEM-BENCH,ref",
+            )
+            .replace(
+                "op_mean_ns,65536,50,0,110000",
+                "op_mean_ns,65536,50,0,110001",
             );
         let targets = eval(&log);
         let pass: Vec<bool> = targets.iter().map(|t| t.pass).collect();
         assert_eq!(
             pass,
-            vec![false, true, false, false, true, true, false, false, false, false]
+            vec![
+                false, true, false, false, true, true, false, false, false, false, false, false,
+                false, true, true, true, true, true, true
+            ]
         );
         assert_eq!(targets[0].figure, "1.00..1.50; off: 1.50 at 2 MiB/50us");
         assert_eq!(targets[2].figure, "1.00 pins");
@@ -422,7 +485,7 @@ PEERMEM-BENCH,reference,memory,bytes_per_reg_module,65536,0,4096,644
     #[test]
     fn missing_figures_fail_as_not_measured() {
         let targets = eval("PEERMEM-BENCH,peermem,latency,reg_mean_ns,65536,50,0,1\n");
-        assert_eq!(targets.len(), 10);
+        assert_eq!(targets.len(), 19);
         assert!(targets.iter().all(|t| !t.pass));
         assert_eq!(
             targets[0].figure,
