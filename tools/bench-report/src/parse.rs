@@ -157,7 +157,8 @@ pub fn parse_log(text: &str) -> Parsed {
     parsed
 }
 
-/// Rows indexed for lookup; a figure printed twice keeps its last value.
+/// Rows indexed for lookup. A figure printed more than once (`make bench` boots each
+/// client several times, interleaved) reports the median of its values.
 #[derive(Clone, Debug, Default)]
 pub struct Results {
     rows: Vec<Row>,
@@ -165,18 +166,34 @@ pub struct Results {
     order: Vec<Key>,
 }
 
+/// The median of `v` (the mean of the two middle values for an even count); `v` is
+/// not empty.
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
 impl Results {
     /// Indexes `rows` (kept in their order for the CSV).
     pub fn new(rows: Vec<Row>) -> Self {
-        let mut index = HashMap::new();
+        let mut values: HashMap<(Strategy, Key), Vec<f64>> = HashMap::new();
         let mut order = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for row in &rows {
-            index.insert((row.strategy, row.key.clone()), row.value);
+            values
+                .entry((row.strategy, row.key.clone()))
+                .or_default()
+                .push(row.value);
             if seen.insert(row.key.clone()) {
                 order.push(row.key.clone());
             }
         }
+        let index = values.into_iter().map(|(k, v)| (k, median(v))).collect();
         Results { rows, index, order }
     }
 
@@ -190,7 +207,7 @@ impl Results {
         &self.order
     }
 
-    /// The value of one figure.
+    /// The value of one figure (the median of its runs).
     pub fn get(&self, strategy: Strategy, key: &Key) -> Option<f64> {
         self.index.get(&(strategy, key.clone())).copied()
     }
@@ -262,20 +279,25 @@ PEERMEM-BENCH,peermem,scaling,op_ns,65536,0,100000,7400
     }
 
     #[test]
-    fn last_value_wins_and_order_is_kept() {
+    fn repeated_figures_report_their_median_and_order_is_kept() {
         let parsed = parse_log(
             "PEERMEM-BENCH,peermem,a,m,1,0,0,1\n\
              PEERMEM-BENCH,peermem,b,m,1,0,0,5\n\
-             PEERMEM-BENCH,peermem,a,m,1,0,0,2\n",
+             PEERMEM-BENCH,peermem,c,m,1,0,0,7\n\
+             PEERMEM-BENCH,peermem,a,m,1,0,0,2\n\
+             PEERMEM-BENCH,peermem,c,m,1,0,0,1\n\
+             PEERMEM-BENCH,peermem,c,m,1,0,0,4\n",
         );
         let results = Results::new(parsed.rows);
-        assert_eq!(results.rows().len(), 3);
-        assert_eq!(results.keys().len(), 2);
+        assert_eq!(results.rows().len(), 6);
+        assert_eq!(results.keys().len(), 3);
         assert_eq!(results.keys()[0].group, "a");
-        assert_eq!(
-            results.get(Strategy::Peermem, &Key::new("a", "m", 1, 0, 0)),
-            Some(2.0)
-        );
+        assert_eq!(results.keys()[2].group, "c");
+        let get = |g| results.get(Strategy::Peermem, &Key::new(g, "m", 1, 0, 0));
+        // Two runs: the mean of both; three: the middle one, not the last or the mean.
+        assert_eq!(get("a"), Some(1.5));
+        assert_eq!(get("b"), Some(5.0));
+        assert_eq!(get("c"), Some(4.0));
         assert_eq!(
             results.get(Strategy::Reference, &Key::new("a", "m", 1, 0, 0)),
             None

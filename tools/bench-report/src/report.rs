@@ -12,6 +12,8 @@ pub const LATENCY_SIZES: [u64; 3] = [65536, 2097152, 67108864];
 pub const SIZE_64K: u64 = 65536;
 /// 64 MiB.
 pub const SIZE_64M: u64 = 67108864;
+/// 64 GiB: half an H100's BAR1, one registration (`huge` rows).
+pub const SIZE_64G: u64 = 64 << 30;
 /// Pin cost (µs) of the costly latency run.
 pub const COSTLY_PIN_US: u64 = 50;
 
@@ -306,6 +308,13 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
             ));
         }
     }
+
+    targets.push(ratio_target(
+        "64 GiB registration: peermem module memory <= 1/100 of reference".to_string(),
+        pair(results, "huge", "bytes_module", SIZE_64G, None),
+        0.01,
+        "B",
+    ));
     targets
 }
 
@@ -392,6 +401,8 @@ PEERMEM-BENCH,peermem,latency,op_p99_ns,67108864,0,0,30000
 PEERMEM-BENCH,reference,latency,op_p99_ns,67108864,0,0,90000
 PEERMEM-BENCH,peermem,latency,op_mean_ns,67108864,50,0,100000
 PEERMEM-BENCH,reference,latency,op_mean_ns,67108864,50,0,900000
+PEERMEM-BENCH,peermem,huge,bytes_module,68719476736,0,1,335544.32
+PEERMEM-BENCH,reference,huge,bytes_module,68719476736,0,1,33554432
 ";
 
     fn eval(log: &str) -> Vec<Target> {
@@ -409,7 +420,7 @@ PEERMEM-BENCH,reference,latency,op_mean_ns,67108864,50,0,900000
     #[test]
     fn all_targets_pass_at_their_limits() {
         let targets = eval(GOOD);
-        assert_eq!(targets.len(), 19);
+        assert_eq!(targets.len(), 20);
         for t in &targets {
             assert!(t.pass, "{t:?}");
         }
@@ -431,6 +442,12 @@ PEERMEM-BENCH,reference,latency,op_mean_ns,67108864,50,0,900000
             .name
             .contains("50 us pin cost, 64 KiB: peermem op_mean_ns"));
         assert!(targets[12].figure.contains("ratio 0.550"));
+        assert!(targets[19].name.starts_with("64 GiB registration"));
+        assert!(
+            targets[19].figure.contains("ratio 0.010"),
+            "{}",
+            targets[19].figure
+        );
         assert!(targets[9].figure.contains("ratio 1.000"));
     }
 
@@ -467,6 +484,10 @@ PEERMEM-BENCH,reference,latency,op_mean_ns,67108864,50,0,900000
             .replace(
                 "op_mean_ns,65536,50,0,110000",
                 "op_mean_ns,65536,50,0,110001",
+            )
+            .replace(
+                "bytes_module,68719476736,0,1,335544.32",
+                "bytes_module,68719476736,0,1,335545",
             );
         let targets = eval(&log);
         let pass: Vec<bool> = targets.iter().map(|t| t.pass).collect();
@@ -474,7 +495,7 @@ PEERMEM-BENCH,reference,latency,op_mean_ns,67108864,50,0,900000
             pass,
             vec![
                 false, true, false, false, true, true, false, false, false, false, false, false,
-                false, true, true, true, true, true, true
+                false, true, true, true, true, true, true, false
             ]
         );
         assert_eq!(targets[0].figure, "1.00..1.50; off: 1.50 at 2 MiB/50us");
@@ -485,7 +506,7 @@ PEERMEM-BENCH,reference,latency,op_mean_ns,67108864,50,0,900000
     #[test]
     fn missing_figures_fail_as_not_measured() {
         let targets = eval("PEERMEM-BENCH,peermem,latency,reg_mean_ns,65536,50,0,1\n");
-        assert_eq!(targets.len(), 19);
+        assert_eq!(targets.len(), 20);
         assert!(targets.iter().all(|t| !t.pass));
         assert_eq!(
             targets[0].figure,
