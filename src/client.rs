@@ -358,9 +358,7 @@ impl PeerClient for Client {
             let mut gate = user.gate.lock();
             gate.released = true;
         }
-        user.teardown();
-        let pin = user.state.lock().pin.take();
-        if let Some(pin) = pin {
+        if let Some(pin) = user.teardown() {
             self.detach(&pin, &user);
             drop(pin);
         }

@@ -146,13 +146,15 @@ impl User {
         }
     }
 
-    /// Drops the DMA mapping and frees the SG list.
-    pub(super) fn teardown(&self) {
-        let (mapping, sg) = {
+    /// Drops the DMA mapping and frees the SG list; hands back the pin (one lock
+    /// round for all three).
+    pub(super) fn teardown(&self) -> Option<Arc<SharedPin>> {
+        let (mapping, sg, pin) = {
             let mut st = self.state.lock();
-            (st.mapping.take(), st.sg.take())
+            (st.mapping.take(), st.sg.take(), st.pin.take())
         };
         drop(mapping);
         self.free_sg(sg);
+        pin
     }
 }

@@ -6,7 +6,7 @@ use kernel::{
     ffi::c_void,
     new_condvar, new_mutex,
     prelude::*,
-    sync::{Arc, ArcBorrow, CondVar, Mutex},
+    sync::{Arc, ArcBorrow, CondVar, Mutex, MutexGuard},
 };
 
 use super::{
@@ -199,6 +199,8 @@ pub(super) struct PinState {
     pub(super) table: Raw<bindings::nvidia_p2p_page_table>,
     pub(super) mappings: Mappings,
     pub(super) in_flight: u32,
+    /// Tasks waiting on the pin's `idle` condition: a waker with none skips the wake-up.
+    pub(super) waiters: u32,
     pub(super) callback_running: bool,
     /// The task running the callback (compared, never dereferenced).
     pub(super) callback_task: usize,
@@ -337,6 +339,7 @@ impl<T: FreeHandler> PinShared<T> {
                 table: Raw(core::ptr::null_mut()),
                 mappings: Mappings::new(),
                 in_flight: 0,
+                waiters: 0,
                 callback_running: false,
                 callback_task: 0,
                 data_released: !matches!(kind, PinKind::Callback),
@@ -405,6 +408,23 @@ impl<T: FreeHandler> PinShared<T> {
     pub(super) fn end_call(&self, st: &mut PinState) {
         st.in_flight -= 1;
         if st.in_flight == 0 {
+            self.wake_idle(st);
+        }
+    }
+
+    /// Waits for a change of the state (a call ending, a callback finishing): the lock
+    /// is dropped while asleep and held again on return.
+    fn wait_idle(&self, st: &mut MutexGuard<'_, PinState>) {
+        // Counted under the lock, and queued before the lock is dropped: a waker, which
+        // holds the lock, sees the count whenever a waiter could miss its wake-up.
+        st.waiters += 1;
+        self.idle.wait(st);
+        st.waiters -= 1;
+    }
+
+    /// Wakes the tasks in [`PinShared::wait_idle`], if any (with the state lock held).
+    fn wake_idle(&self, st: &PinState) {
+        if st.waiters > 0 {
             self.idle.notify_all();
         }
     }
@@ -439,7 +459,7 @@ unsafe extern "C" fn free_callback<T: FreeHandler>(data: *mut c_void) {
         // Calls that started before the phase changed must end before the driver frees
         // the table, which it does as soon as this callback returns.
         while st.in_flight > 0 {
-            shared.idle.wait(&mut st);
+            shared.wait_idle(&mut st);
         }
         let table = core::mem::replace(&mut st.table, Raw(core::ptr::null_mut()));
         for m in st.mappings.take() {
@@ -454,7 +474,7 @@ unsafe extern "C" fn free_callback<T: FreeHandler>(data: *mut c_void) {
         }
         st.callback_running = false;
         st.callback_task = 0;
-        shared.idle.notify_all();
+        shared.wake_idle(&st);
         (st.take_data_release(), st.orphan.take())
     };
     let (release, _orphan) = release;
@@ -500,7 +520,7 @@ impl<T: FreeHandler> Drop for GpuPin<T> {
                 // very callback dropping the last reference.
                 let me = kernel::task::Task::current_raw() as usize;
                 while st.callback_running && st.callback_task != me {
-                    s.idle.wait(&mut st);
+                    s.wait_idle(&mut st);
                 }
                 return;
             }
@@ -529,7 +549,7 @@ impl<T: FreeHandler> Drop for GpuPin<T> {
             // Owners drop their DMA mappings before the pin (the driver wants every
             // mapping gone before put_pages); wait for unmaps still in flight.
             while st.in_flight > 0 {
-                s.idle.wait(&mut st);
+                s.wait_idle(&mut st);
             }
             st.table.0
         };

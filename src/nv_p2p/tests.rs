@@ -327,6 +327,7 @@ mod suite {
             table: Raw(core::ptr::null_mut()),
             mappings: Mappings::new(),
             in_flight: 0,
+            waiters: 0,
             callback_running: false,
             callback_task: 0,
             data_released: false,
