@@ -33,7 +33,7 @@
 static char *strategy = "peermem";
 module_param(strategy, charp, 0444);
 MODULE_PARM_DESC(strategy, "label of the rows: peermem, or reference (the baseline client)");
-static uint scale_max = 100000;
+static uint scale_max = 2097152;
 module_param(scale_max, uint, 0444);
 MODULE_PARM_DESC(scale_max, "largest number of live registrations in the scaling run");
 
@@ -252,14 +252,22 @@ out:
 	fake_nv_free(proc, va);
 }
 
-/* Unbacked allocations of 64 MiB (1024 pages) covering @pages pages. */
+/*
+ * Unbacked allocations of up to 16 GiB (262,144 pages) each, covering @pages pages in
+ * all: few enough that the fake driver's walk of a process's allocations stays short
+ * at two million live registrations (an H100's BAR1 is eight of them).
+ */
+#define WINDOW SZ_16G
+
 static u64 *alloc_windows(u64 pages, int *count)
 {
-	int n = DIV_ROUND_UP(pages, 1024), i;
+	int n = div64_u64(pages * K64 + WINDOW - 1, WINDOW), i;
 	u64 *va = kvcalloc(n, sizeof(*va), GFP_KERNEL);
 
 	for (i = 0; va && i < n; i++) {
-		va[i] = fake_nv_alloc(proc, SZ_64M, false);
+		u64 left = pages * K64 - (u64)i * WINDOW;
+
+		va[i] = fake_nv_alloc(proc, min_t(u64, left, WINDOW), false);
 		if (!va[i]) {
 			fail("window alloc", -ENOMEM);
 			break;
@@ -267,6 +275,14 @@ static u64 *alloc_windows(u64 pages, int *count)
 	}
 	*count = va ? i : 0;
 	return va;
+}
+
+/* The address of the @i-th range of @size in the windows (@size divides WINDOW). */
+static u64 window_at(const u64 *win, u64 i, u64 size)
+{
+	u64 per = div64_u64(WINDOW, size);
+
+	return win[div64_u64(i, per)] + (i % per) * size;
 }
 
 static void free_windows(u64 *va, int count)
@@ -278,27 +294,35 @@ static void free_windows(u64 *va, int count)
 	kvfree(va);
 }
 
-/* Per-operation cost with @live registrations alive (64 KiB each, one pin each). */
+/*
+ * Per-operation cost with @live registrations alive (64 KiB each, one pin each), and
+ * the memory each live registration holds (client, core and fake driver together).
+ */
 static void bench_scaling(u32 live, int n)
 {
 	struct fake_mr **mrs;
-	u64 *win, t0, va;
+	u64 *win, t0, va, s0;
 	int nwin, i, made = 0;
 
 	mrs = kvcalloc(live, sizeof(*mrs), GFP_KERNEL);
 	win = alloc_windows(live, &nwin);
 	va = fake_nv_alloc(proc, SZ_1M, false);
-	if (!mrs || !win || !va || nwin * 1024 < live) {
+	if (!mrs || !win || !va || (u64)nwin * WINDOW < (u64)live * K64) {
 		fail("scaling setup", -ENOMEM);
 		goto out;
 	}
+	s0 = used_bytes();
 	for (made = 0; made < live; made++) {
-		mrs[made] = reg(win[made / 1024] + (made % 1024) * K64, K64);
+		mrs[made] = reg(window_at(win, made, K64), K64);
 		if (IS_ERR(mrs[made])) {
 			fail("scaling registration", PTR_ERR(mrs[made]));
 			goto out;
 		}
+		if (!(made % 4096))
+			cond_resched();
 	}
+	row("scaling", "bytes_per_reg_total", K64, 0, live,
+	    div_u64((used_bytes() - s0) * 1000, live));
 	t0 = now_ns();
 	for (i = 0; i < n; i++) {
 		struct fake_mr *mr = reg(va + (i % 16) * K64, K64);
@@ -311,8 +335,11 @@ static void bench_scaling(u32 live, int n)
 	}
 	row("scaling", "op_ns", K64, 0, live, div_u64((now_ns() - t0) * 1000, n));
 out:
-	while (made-- > 0)
+	while (made-- > 0) {
 		fake_core_dereg_mr(mrs[made]);
+		if (!(made % 4096))
+			cond_resched();
+	}
 	if (va)
 		fake_nv_free(proc, va);
 	if (win)
@@ -358,19 +385,19 @@ static void bench_memory(u64 size, u32 live)
 	struct nvidia_p2p_page_table **tables;
 	struct fake_mr **mrs;
 	u64 *win, s0, s1, s2, pages = div_u64(size, K64) * live * 2;
-	int nwin, pinned = 0, made = 0, per = div_u64(SZ_64M, size);
+	int nwin, pinned = 0, made = 0;
 
 	mrs = kvcalloc(live, sizeof(*mrs), GFP_KERNEL);
 	tables = kvcalloc(live, sizeof(*tables), GFP_KERNEL);
 	maps = kvcalloc(live, sizeof(*maps), GFP_KERNEL);
 	win = alloc_windows(pages, &nwin);
-	if (!mrs || !tables || !maps || !win || (u64)nwin * 1024 < pages) {
+	if (!mrs || !tables || !maps || !win || (u64)nwin * WINDOW < pages * K64) {
 		fail("memory setup", -ENOMEM);
 		goto out;
 	}
 	s0 = used_bytes();
 	for (pinned = 0; pinned < live; pinned++) {
-		u64 a = win[pinned / per] + (pinned % per) * size;
+		u64 a = window_at(win, pinned, size);
 
 		if (direct_pin(a, size, &tables[pinned])) {
 			fail("direct pin", -EIO);
@@ -384,9 +411,7 @@ static void bench_memory(u64 size, u32 live)
 	}
 	s1 = used_bytes();
 	for (made = 0; made < live; made++) {
-		int i = live + made;
-
-		mrs[made] = reg(win[i / per] + (i % per) * size, size);
+		mrs[made] = reg(window_at(win, live + made, size), size);
 		if (IS_ERR(mrs[made])) {
 			fail("memory registration", PTR_ERR(mrs[made]));
 			goto out;
@@ -401,7 +426,7 @@ out:
 	while (made-- > 0)
 		fake_core_dereg_mr(mrs[made]);
 	while (pinned-- > 0) {
-		u64 a = win[pinned / per] + (pinned % per) * size;
+		u64 a = window_at(win, pinned, size);
 
 		nvidia_p2p_dma_unmap_pages(hca, tables[pinned], maps[pinned]);
 		nvidia_p2p_put_pages(0, 0, a, tables[pinned]);
@@ -483,8 +508,9 @@ static int bench_main(void *unused)
 	static const u64 sizes[] = { SZ_64K, SZ_2M, SZ_64M };
 	static const int iters[] = { 2000, 1000, 200 };
 	static const u32 costs[] = { 0, 50 };
+	/* Up to every 64 KiB page of an H100's 128 GiB BAR1 held by its own registration. */
+	static const u32 scale_points[] = { 1000, 10000, 100000, 1000000, 2097152 };
 	struct fake_nv_config saved;
-	u32 live;
 	int c, s;
 
 	calibrate_tsc();
@@ -506,8 +532,8 @@ static int bench_main(void *unused)
 	set_cost(0, false);
 	bench_reuse(300);
 	set_cost(0, true);
-	for (live = 1000; live <= scale_max; live *= 10)
-		bench_scaling(live, 300);
+	for (s = 0; s < ARRAY_SIZE(scale_points) && scale_points[s] <= scale_max; s++)
+		bench_scaling(scale_points[s], 300);
 	/* Last: its gigabytes of per-page arrays would disturb the timings above. */
 	bench_huge(64 * (u64)SZ_1G);
 	fake_nv_proc_leave(proc);

@@ -2,7 +2,7 @@
 # (where pins can be shared), or the baseline costed as nvidia-peermem. scripts/bench boots one VM per strategy,
 # each from the same fresh state, in one run; /peermem/bench.conf names the strategy
 # and the largest number of live registrations.
-strategy=peermem scale=100000
+strategy=peermem scale=2097152
 . /peermem/bench.conf
 # The reference is the baseline client (tests/bench/peermem_baseline.c), costed as
 # nvidia-peermem, loaded in place of peermem.

@@ -16,6 +16,10 @@ pub const SIZE_64M: u64 = 67108864;
 pub const SIZE_64G: u64 = 64 << 30;
 /// Pin cost (µs) of the costly latency run.
 pub const COSTLY_PIN_US: u64 = 50;
+/// Every 64 KiB page of an H100's 128 GiB BAR1: the largest scaling point.
+pub const WHOLE_BAR1_PAGES: u64 = 2_097_152;
+/// The module-memory budget of one live 64 KiB registration (issue 14).
+pub const SMALL_REG_BYTES: u64 = 256;
 
 const EPS: f64 = 1e-9;
 
@@ -204,6 +208,30 @@ fn ratio_target(
     }
 }
 
+/// Evaluates `peermem op_ns at <live> live / at 1000 live <= limit` (scaling).
+fn scaling_target(results: &Results, live: u64, limit: f64) -> Target {
+    let name = format!("scaling: peermem op_ns at {live} live / at 1000 live <= {limit}");
+    let at = |l| {
+        results
+            .keys_of("scaling", "op_ns")
+            .filter(|k| k.live == l)
+            .find_map(|k| results.get(Strategy::Peermem, k))
+    };
+    match (at(1000), at(live)) {
+        (Some(lo), Some(hi)) if lo > 0.0 => {
+            let q = hi / lo;
+            Target::new(
+                name,
+                q <= limit + EPS,
+                format!("{} ns / {} ns = {q:.2}", format_value(hi), format_value(lo)),
+            )
+        }
+        (Some(lo), Some(_)) => Target::new(name, false, format!("op_ns at 1000 live is {lo}")),
+        (None, _) => Target::missing(name, "live=1000"),
+        (_, None) => Target::missing(name, &format!("live={live}")),
+    }
+}
+
 /// Evaluates every target.
 pub fn evaluate(results: &Results) -> Vec<Target> {
     let mut targets = vec![
@@ -232,27 +260,7 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
         ));
     }
 
-    let name = "scaling: peermem op_ns at 100000 live / at 1000 live <= 2".to_string();
-    let at = |live| {
-        results
-            .keys_of("scaling", "op_ns")
-            .filter(|k| k.live == live)
-            .find_map(|k| results.get(Strategy::Peermem, k))
-    };
-    targets.push(match (at(1000), at(100000)) {
-        (Some(lo), Some(hi)) if lo > 0.0 => {
-            let q = hi / lo;
-            Target::new(
-                name,
-                q <= 2.0 + EPS,
-                format!("{} ns / {} ns = {q:.2}", format_value(hi), format_value(lo)),
-            )
-        }
-        (Some(lo), Some(_)) => Target::new(name, false, format!("op_ns at 1000 live is {lo}")),
-        (None, _) => Target::missing(name, "live=1000"),
-        (_, None) => Target::missing(name, "live=100000"),
-    });
-
+    targets.push(scaling_target(results, 100_000, 2.0));
     let sg = {
         let at0 = pair(results, "latency", "sg_entries", SIZE_64M, Some(0));
         if at0.0.is_some() && at0.1.is_some() {
@@ -315,6 +323,20 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
         0.01,
         "B",
     ));
+
+    // Issue 14: a whole H100 BAR1 of live 64 KiB registrations, and their memory.
+    targets.push(scaling_target(results, WHOLE_BAR1_PAGES, 1.5));
+    let name =
+        format!("module bytes per live registration at 64 KiB: peermem <= {SMALL_REG_BYTES} B");
+    let bytes = pair(results, "memory", "bytes_per_reg_module", SIZE_64K, None).0;
+    targets.push(match bytes {
+        Some(b) => Target::new(
+            name,
+            b <= SMALL_REG_BYTES as f64 + EPS,
+            format!("peermem {} B", format_value(b)),
+        ),
+        None => Target::missing(name, "peermem"),
+    });
     targets
 }
 
@@ -377,11 +399,12 @@ PEERMEM-BENCH,peermem,latency,reg_mean_ns,67108864,50,0,200000
 PEERMEM-BENCH,reference,latency,reg_mean_ns,67108864,50,0,1000000
 PEERMEM-BENCH,peermem,scaling,op_ns,65536,0,1000,5000
 PEERMEM-BENCH,peermem,scaling,op_ns,65536,0,100000,10000
+PEERMEM-BENCH,peermem,scaling,op_ns,65536,0,2097152,7500
 PEERMEM-BENCH,peermem,latency,sg_entries,67108864,0,0,10.24
 PEERMEM-BENCH,reference,latency,sg_entries,67108864,0,0,1024
 PEERMEM-BENCH,peermem,memory,bytes_per_reg_module,67108864,0,64,3328
 PEERMEM-BENCH,reference,memory,bytes_per_reg_module,67108864,0,64,33280
-PEERMEM-BENCH,peermem,memory,bytes_per_reg_module,65536,0,4096,644
+PEERMEM-BENCH,peermem,memory,bytes_per_reg_module,65536,0,4096,256
 PEERMEM-BENCH,reference,memory,bytes_per_reg_module,65536,0,4096,644
 PEERMEM-BENCH,peermem,latency,op_mean_ns,65536,0,0,20000
 PEERMEM-BENCH,reference,latency,op_mean_ns,65536,0,0,20000
@@ -420,7 +443,7 @@ PEERMEM-BENCH,reference,huge,bytes_module,68719476736,0,1,33554432
     #[test]
     fn all_targets_pass_at_their_limits() {
         let targets = eval(GOOD);
-        assert_eq!(targets.len(), 20);
+        assert_eq!(targets.len(), 22);
         for t in &targets {
             assert!(t.pass, "{t:?}");
         }
@@ -448,7 +471,9 @@ PEERMEM-BENCH,reference,huge,bytes_module,68719476736,0,1,33554432
             "{}",
             targets[19].figure
         );
-        assert!(targets[9].figure.contains("ratio 1.000"));
+        assert!(targets[9].figure.contains("ratio 0.398"));
+        assert_eq!(targets[20].figure, "7500 ns / 5000 ns = 1.50");
+        assert_eq!(targets[21].figure, "peermem 256 B");
     }
 
     #[test]
@@ -464,13 +489,14 @@ PEERMEM-BENCH,reference,huge,bytes_module,68719476736,0,1,33554432
             )
             .replace("65536,50,0,55000", "65536,50,0,55001")
             .replace("0,100000,10000", "0,100000,10001")
+            .replace("0,2097152,7500", "0,2097152,7501")
             .replace(
                 "sg_entries,67108864,0,0,10.24",
                 "sg_entries,67108864,0,0,11",
             )
             .replace("67108864,0,64,3328\n", "67108864,0,64,3329\n")
             .replace(
-                "65536,0,4096,644\nPEERMEM-BENCH,ref",
+                "65536,0,4096,256\nPEERMEM-BENCH,ref",
                 "65536,0,4096,645\nPEERMEM-BENCH,ref",
             )
             .replace(
@@ -495,18 +521,20 @@ PEERMEM-BENCH,reference,huge,bytes_module,68719476736,0,1,33554432
             pass,
             vec![
                 false, true, false, false, true, true, false, false, false, false, false, false,
-                false, true, true, true, true, true, true, false
+                false, true, true, true, true, true, true, false, false, false
             ]
         );
         assert_eq!(targets[0].figure, "1.00..1.50; off: 1.50 at 2 MiB/50us");
         assert_eq!(targets[2].figure, "1.00 pins");
         assert_eq!(targets[6].figure, "10001 ns / 5000 ns = 2.00");
+        assert_eq!(targets[20].figure, "7501 ns / 5000 ns = 1.50");
+        assert_eq!(targets[21].figure, "peermem 645 B");
     }
 
     #[test]
     fn missing_figures_fail_as_not_measured() {
         let targets = eval("PEERMEM-BENCH,peermem,latency,reg_mean_ns,65536,50,0,1\n");
-        assert_eq!(targets.len(), 20);
+        assert_eq!(targets.len(), 22);
         assert!(targets.iter().all(|t| !t.pass));
         assert_eq!(
             targets[0].figure,
@@ -515,6 +543,7 @@ PEERMEM-BENCH,reference,huge,bytes_module,68719476736,0,1,33554432
         assert_eq!(targets[3].figure, "not measured (reference)");
         assert_eq!(targets[4].figure, "not measured (peermem)");
         assert_eq!(targets[6].figure, "not measured (live=1000)");
+        assert_eq!(targets[21].figure, "not measured (peermem)");
         // A size missing from the pins rows fails even if the others are right.
         let partial = GOOD
             .lines()

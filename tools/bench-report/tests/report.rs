@@ -77,14 +77,21 @@ fn fixture_passes_every_target_and_writes_outputs() {
     assert!(stdout.contains("PASS  SG entries at 64 MiB: peermem <= 1/100 of reference: peermem 4 entries vs reference 1024 entries: ratio 0.004 (limit 0.01)"));
     assert!(stdout.contains("PASS  scaling: peermem op_ns at 100000 live / at 1000 live <= 2: 7402.30 ns / 5120.40 ns = 1.45"));
     assert!(stdout.contains("PASS  0 us pin cost, 64 KiB: peermem op_p99_ns (register+deregister) <= 1 x reference: peermem 8210.50 ns vs reference 15373.30 ns: ratio 0.534 (limit 1)"), "{stdout}");
-    assert!(stdout.contains("20/20 targets passed"));
+    assert!(stdout.contains("PASS  scaling: peermem op_ns at 2097152 live / at 1000 live <= 1.5: 7650.20 ns / 5120.40 ns = 1.49"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "PASS  module bytes per live registration at 64 KiB: peermem <= 256 B: peermem 248 B"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("22/22 targets passed"));
     assert!(stdout.contains("PASS  64 GiB registration: peermem module memory <= 1/100 of reference: peermem 4096 B vs reference 33619968 B"), "{stdout}");
 
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
     // 6 configurations x 2 strategies x 9 metrics, + 4 reg_max_ns, + 2 reuse,
-    // + 6 scaling, + 12 memory, + 2 huge.
-    assert_eq!(lines.len(), 1 + 108 + 4 + 2 + 6 + 12 + 2);
+    // + 8 scaling, + 12 memory, + 2 huge.
+    assert_eq!(lines.len(), 1 + 108 + 4 + 2 + 8 + 12 + 2);
     assert_eq!(
         lines[0],
         "strategy,group,metric,size_bytes,pin_cost_us,live,value"
@@ -121,7 +128,7 @@ fn a_missed_target_exits_1() {
     let (code, stdout, _) = report(&path, &dir.join("out"));
     assert_eq!(code, EXIT_FAIL);
     assert!(stdout.contains("FAIL  scaling: peermem op_ns at 100000 live / at 1000 live <= 2: 10250 ns / 5120.40 ns = 2.00"), "{stdout}");
-    assert!(stdout.contains("19/20 targets passed"));
+    assert!(stdout.contains("21/22 targets passed"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
