@@ -46,7 +46,7 @@ pub(crate) type Pins = Registry<SharedPin>;
 
 /// What every part of a client shares.
 struct ClientShared {
-    nv: NvP2p,
+    nv: Arc<NvP2p>,
     mode: Mode,
     kind: ClientKind,
     pins: Arc<Pins>,
@@ -62,7 +62,7 @@ pub(crate) struct Client {
 impl Client {
     /// A client pinning in `mode`, registered as `kind`.
     pub(crate) fn new(
-        nv: NvP2p,
+        nv: Arc<NvP2p>,
         mode: Mode,
         kind: ClientKind,
         pins: Arc<Pins>,
@@ -91,8 +91,10 @@ impl Client {
     fn pin_raw(&self, range: GpuRange) -> Result<PinHandle, PinError> {
         let c = &self.shared;
         Ok(match c.mode {
-            Mode::Callback => PinHandle::Callback(c.nv.pin(range, PinUsers::new(c.clone()))?),
-            Mode::Persistent => PinHandle::Persistent(c.nv.pin_persistent(range)?),
+            Mode::Callback => {
+                PinHandle::Callback(NvP2p::pin(&c.nv, range, PinUsers::new(c.clone()))?)
+            }
+            Mode::Persistent => PinHandle::Persistent(NvP2p::pin_persistent(&c.nv, range)?),
         })
     }
 
@@ -275,7 +277,7 @@ impl PeerClient for Client {
                     drop(u);
                     return Err(self.shared.stats.refuse(
                         Refusal::Freed,
-                        user.addr,
+                        user.addr(),
                         user.len,
                         EFAULT,
                     ));
@@ -294,7 +296,7 @@ impl PeerClient for Client {
         dev: DmaDevice<'_>,
     ) -> Result<u32> {
         let stats = &self.shared.stats;
-        let refuse = |why, e| stats.refuse(why, user.addr, user.len, e);
+        let refuse = |why, e| stats.refuse(why, user.addr(), user.len, e);
         let peer = dev
             .pci_function()
             .ok_or_else(|| refuse(Refusal::NotPci, compat::eopnotsupp()))?;

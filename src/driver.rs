@@ -99,10 +99,19 @@ impl kernel::Module for PeerMem {
             );
         }
 
+        // One driver table for every pin (each keeps a reference).
+        let nv = Arc::new(nv, GFP_KERNEL)?;
         let pins = Arc::pin_init(Registry::new(), GFP_KERNEL)?;
         let stats = Arc::new(Stats::default(), GFP_KERNEL)?;
-        let persistent_client =
-            |kind| Client::new(nv, Mode::Persistent, kind, pins.clone(), stats.clone());
+        let persistent_client = |kind| {
+            Client::new(
+                nv.clone(),
+                Mode::Persistent,
+                kind,
+                pins.clone(),
+                stats.clone(),
+            )
+        };
         let clients = if persistent {
             let c = persistent_client(ClientKind::NoInvalidation)?;
             let r = register::<0>(core, c"nv_mem", ClientKind::NoInvalidation, &c)?;
@@ -117,7 +126,13 @@ impl kernel::Module for PeerMem {
             } else {
                 ClientKind::InvalidateUnmaps
             };
-            let c = Client::new(nv, Mode::Callback, kind, pins.clone(), stats.clone())?;
+            let c = Client::new(
+                nv.clone(),
+                Mode::Callback,
+                kind,
+                pins.clone(),
+                stats.clone(),
+            )?;
             let nc = persistent_client(ClientKind::NoInvalidation)?;
             let r = register::<0>(core, c"nv_mem", kind, &c)?;
             let r_nc = register::<1>(core, c"nv_mem_nc", ClientKind::NoInvalidation, &nc)?;

@@ -28,7 +28,10 @@ pub(crate) struct User {
     /// Every live registration holds the module: rmmod fails with "in use" instead
     /// of blocking in the core's unregistration (abi.md 3).
     pub(super) _module: ModuleRef,
-    pub(super) addr: u64,
+    /// Where the registration starts within the first page of `range` (the address is
+    /// `range.start() + offset`: four bytes instead of eight keep the record within a
+    /// 192-byte allocation).
+    offset: u32,
     pub(super) len: u64,
     pub(super) range: GpuRange,
     /// Why the pin failed in `acquire` (reported by `get_pages`).
@@ -82,7 +85,8 @@ impl User {
             try_pin_init!(User {
                 client: client.clone(),
                 _module: ModuleRef::new(),
-                addr,
+                // `range` covers `addr`, so the offset is below one 64 KiB page.
+                offset: u32::try_from(addr.saturating_sub(range.start())).unwrap_or(0),
                 len,
                 range,
                 error,
@@ -93,6 +97,11 @@ impl User {
             }),
             GFP_KERNEL,
         )
+    }
+
+    /// The registered address, as the application gave it.
+    pub(super) fn addr(&self) -> u64 {
+        self.range.start() + u64::from(self.offset)
     }
 
     /// Invalidates the registration through the core (from the free callback): once,

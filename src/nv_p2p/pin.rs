@@ -11,7 +11,7 @@ use kernel::{
 
 use super::{
     abi::{check_page_table, driver_result},
-    NvP2p, Owner, PinError, PutPagesPersistentFn,
+    NvP2p, Owner, PinError,
 };
 use crate::{bindings, glue::ModuleRef, range::GpuRange};
 
@@ -19,16 +19,16 @@ impl NvP2p {
     /// Pins `range` with a free callback: `handler` runs if the owning process frees
     /// the memory before the pin is dropped. Must run in the owning process.
     pub(crate) fn pin<T: FreeHandler>(
-        &self,
+        nv: &Arc<NvP2p>,
         range: GpuRange,
         handler: impl PinInit<T>,
     ) -> Result<GpuPin<T>, PinError> {
         let shared = Arc::pin_init(
-            PinShared::new(*self, range, PinKind::Callback, handler),
+            PinShared::new(nv.clone(), range, PinKind::Callback, handler),
             GFP_KERNEL,
         )
         .map_err(|_| PinError::NoMemory)?;
-        let get = self.get_pages;
+        let get = nv.get_pages;
         // The driver's reference to `shared`, handed over as the callback's `data`;
         // given back by whichever of put and callback ends last (see `PinState`).
         let data = Arc::into_raw(shared.clone()).cast_mut().cast::<c_void>();
@@ -61,16 +61,19 @@ impl NvP2p {
     /// Pins `range` persistently: the memory stays allocated until the pin is dropped,
     /// even if the process frees it. Uses the persistent pair where the driver has
     /// it, else `get_pages` with a NULL callback (drivers before 535.14, docs/abi.md 1.1).
-    pub(crate) fn pin_persistent(&self, range: GpuRange) -> Result<GpuPin<NoCallback>, PinError> {
+    pub(crate) fn pin_persistent(
+        nv: &Arc<NvP2p>,
+        range: GpuRange,
+    ) -> Result<GpuPin<NoCallback>, PinError> {
         let (kind, ret, table) = {
             let mut table = core::ptr::null_mut();
-            if let Some(api) = self.persistent {
+            if let Some(api) = nv.persistent {
                 // SAFETY: `api.get` is nvidia_p2p_get_pages_persistent (type invariant);
                 // `table` is a valid out-pointer; flags 0 is the default.
                 let ret = unsafe { (api.get)(range.start(), range.len(), &mut table, 0) };
-                (PinKind::Persistent(api.put), ret, table)
+                (PinKind::Persistent, ret, table)
             } else {
-                let get = self.get_pages;
+                let get = nv.get_pages;
                 // SAFETY: `get` is nvidia_p2p_get_pages (type invariant); without a
                 // callback the driver never uses `data`.
                 let ret = unsafe {
@@ -88,13 +91,13 @@ impl NvP2p {
             }
         };
         driver_result(ret).map_err(PinError::Driver)?;
-        let shared = match Arc::pin_init(PinShared::new(*self, range, kind, NoCallback), GFP_KERNEL)
-        {
+        let init = PinShared::new(nv.clone(), range, kind, NoCallback);
+        let shared = match Arc::pin_init(init, GFP_KERNEL) {
             Ok(s) => s,
             Err(_) => {
                 // SAFETY: `table` was just handed out for `range` by the call above and
                 // nothing else refers to it.
-                unsafe { self.raw_put(kind, range, table) };
+                unsafe { nv.raw_put(kind, range, table) };
                 return Err(PinError::NoMemory);
             }
         };
@@ -114,13 +117,18 @@ impl NvP2p {
         range: GpuRange,
         table: *mut bindings::nvidia_p2p_page_table,
     ) {
-        let ret = match kind {
-            PinKind::Persistent(put) => {
+        let ret = match (kind, self.persistent) {
+            (PinKind::Persistent, Some(api)) => {
                 // SAFETY: `table` is a live persistent pin of `range` (the caller's
-                // guarantee), made by the pair `put` belongs to; flags must be 0.
-                unsafe { put(range.start(), table, 0) }
+                // guarantee), made by the pair `api.put` belongs to; flags must be 0.
+                unsafe { (api.put)(range.start(), table, 0) }
             }
-            PinKind::Callback | PinKind::LegacyPersistent => {
+            (PinKind::Persistent, None) => {
+                // Never made: persistent pins come from the pair (`pin_persistent`).
+                pr_err!("persistent pin without the persistent API: not put\n");
+                return;
+            }
+            (PinKind::Callback | PinKind::LegacyPersistent, _) => {
                 // SAFETY: `table` is a live pin of `range` made by get_pages (the
                 // caller's guarantee); tokens are 0 as at get_pages.
                 unsafe { (self.put_pages)(0, 0, range.start(), table) }
@@ -152,12 +160,13 @@ impl FreeHandler for NoCallback {
     fn on_free(&self) {}
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum PinKind {
     /// `get_pages` with a free callback.
     Callback,
-    /// The persistent pair; unpinned with its `put`.
-    Persistent(PutPagesPersistentFn),
+    /// The persistent pair; unpinned with its `put` (the driver table's own: a pin
+    /// keeps a reference to the table, not a copy of the function).
+    Persistent,
     /// `get_pages` with a NULL callback (drivers before 535.14).
     LegacyPersistent,
 }
@@ -241,14 +250,15 @@ impl PinState {
 pub(super) type RawMapping = Raw<bindings::nvidia_p2p_dma_mapping>;
 
 /// The live DMA mappings of a pin: the first in place (a pin mostly has one peer), any
-/// more in a vector.
+/// more in a boxed vector, so that the pin's state stays small (the pin with its state
+/// fits a 256-byte allocation).
 ///
 /// # Invariants
 ///
-/// `more` is empty while `first` is `None`.
+/// `more` holds nothing while `first` is `None`.
 pub(super) struct Mappings {
     first: Option<RawMapping>,
-    more: KVec<RawMapping>,
+    more: Option<KBox<KVec<RawMapping>>>,
 }
 
 impl Mappings {
@@ -257,21 +267,28 @@ impl Mappings {
         // INVARIANT: both empty.
         Mappings {
             first: None,
-            more: KVec::new(),
+            more: None,
         }
     }
 
     /// How many are recorded.
     pub(super) fn len(&self) -> usize {
-        usize::from(self.first.is_some()) + self.more.len()
+        usize::from(self.first.is_some()) + self.more.as_ref().map_or(0, |v| v.len())
     }
 
     /// Makes room for `extra` more, so that that many [`Mappings::push`] succeed.
     pub(super) fn reserve(&mut self, extra: usize) -> Result {
         // The first lives in place: the vector holds the others.
         let others = (self.len() + extra).saturating_sub(1);
-        self.more
-            .reserve(others.saturating_sub(self.more.len()), GFP_KERNEL)?;
+        if others == 0 {
+            return Ok(());
+        }
+        let more = match &mut self.more {
+            Some(v) => v,
+            None => self.more.insert(KBox::new(KVec::new(), GFP_KERNEL)?),
+        };
+        let have = more.len();
+        more.reserve(others.saturating_sub(have), GFP_KERNEL)?;
         Ok(())
     }
 
@@ -282,18 +299,23 @@ impl Mappings {
             self.first = Some(m);
             return true;
         }
-        self.more.push_within_capacity(m).is_ok()
+        self.more
+            .as_mut()
+            .is_some_and(|v| v.push_within_capacity(m).is_ok())
     }
 
     /// Forgets the mapping at `raw`; whether it was recorded.
     pub(super) fn remove(&mut self, raw: *mut bindings::nvidia_p2p_dma_mapping) -> bool {
         if self.first.as_ref().is_some_and(|m| m.0 == raw) {
             // INVARIANT: a vector element, if any, takes the first place.
-            self.first = self.more.pop();
+            self.first = self.more.as_mut().and_then(|v| v.pop());
             return true;
         }
-        match self.more.iter().position(|m| m.0 == raw) {
-            Some(i) => self.more.remove(i).is_ok(),
+        let Some(more) = self.more.as_mut() else {
+            return false;
+        };
+        match more.iter().position(|m| m.0 == raw) {
+            Some(i) => more.remove(i).is_ok(),
             None => false,
         }
     }
@@ -301,15 +323,16 @@ impl Mappings {
     /// Takes every recorded mapping, leaving none.
     pub(super) fn take(&mut self) -> impl Iterator<Item = RawMapping> {
         // INVARIANT: both emptied.
-        let more = core::mem::take(&mut self.more);
-        Iterator::chain(self.first.take().into_iter(), more)
+        let more = self.more.take().map(KBox::into_inner);
+        Iterator::chain(self.first.take().into_iter(), more.into_iter().flatten())
     }
 }
 
 /// What a pin handle and the driver's callback share.
 #[pin_data]
 pub(super) struct PinShared<T: FreeHandler> {
-    pub(super) nv: NvP2p,
+    /// The driver's functions, shared by every pin (a copy would be 64 bytes a pin).
+    pub(super) nv: Arc<NvP2p>,
     pub(super) range: GpuRange,
     pub(super) kind: PinKind,
     /// The process that pinned (the caller of `NvP2p::pin`).
@@ -324,7 +347,7 @@ pub(super) struct PinShared<T: FreeHandler> {
 
 impl<T: FreeHandler> PinShared<T> {
     fn new(
-        nv: NvP2p,
+        nv: Arc<NvP2p>,
         range: GpuRange,
         kind: PinKind,
         handler: impl PinInit<T>,

@@ -14,6 +14,7 @@ use crate::range::GpuRange;
 mod suite {
     use super::*;
     use core::sync::atomic::{AtomicU32, Ordering};
+    use kernel::sync::Arc;
 
     #[test]
     fn page_table_versions() {
@@ -302,20 +303,29 @@ mod suite {
 
     #[test]
     fn unusable_driver_answers_fail_cleanly() -> Result {
-        let nv = NvP2p::new(&stub_driver(true)).map_err(|_| EINVAL)?;
+        let nv = Arc::new(
+            NvP2p::new(&stub_driver(true)).map_err(|_| EINVAL)?,
+            GFP_KERNEL,
+        )?;
         let range = GpuRange::aligned(0x7f00_0000_0000, 0x1_0000).ok_or(EINVAL)?;
         // Success without a table: EIO, nothing to put.
         MODE.store(0, Ordering::Relaxed);
         let puts = PUTS.load(Ordering::Relaxed);
-        assert_eq!(nv.pin_persistent(range).err(), Some(PinError::BadAnswer));
+        assert_eq!(
+            NvP2p::pin_persistent(&nv, range).err(),
+            Some(PinError::BadAnswer)
+        );
         assert_eq!(PUTS.load(Ordering::Relaxed), puts);
         // A table of an unknown version: EIO, and the pin is given back.
         MODE.store(1, Ordering::Relaxed);
-        assert_eq!(nv.pin_persistent(range).err(), Some(PinError::BadAnswer));
+        assert_eq!(
+            NvP2p::pin_persistent(&nv, range).err(),
+            Some(PinError::BadAnswer)
+        );
         assert_eq!(PUTS.load(Ordering::Relaxed), puts + 1);
         // A driver error is passed through, as the driver's.
         assert_eq!(
-            nv.pin(range, NoCallback).err(),
+            NvP2p::pin(&nv, range, NoCallback).err(),
             Some(PinError::Driver(ENOMEM))
         );
         Ok(())
