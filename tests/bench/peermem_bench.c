@@ -14,18 +14,20 @@
  * pin_cost_us per pin and per unpin under its driver lock, the same for both
  * strategies.
  */
+#include <linux/alloc_tag.h>
 #include <linux/completion.h>
 #include <linux/delay.h>
 #include <linux/math64.h>
+#include <linux/mm.h>
 #include <linux/timex.h>
 #include <linux/err.h>
+#include <linux/fs.h>
 #include <linux/kthread.h>
 #include <linux/module.h>
-#include <linux/pci.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
+#include <linux/string.h>
 #include <linux/vmalloc.h>
-#include <linux/vmstat.h>
 
 #include "fake_ib_core.h"
 #include "fake_nvidia.h"
@@ -38,19 +40,6 @@ module_param(scale_max, uint, 0444);
 MODULE_PARM_DESC(scale_max, "largest number of live registrations in the scaling run");
 
 #define K64 ((u64)SZ_64K)
-
-/* The P2P entry points, for the fake driver's own share of the memory figures. */
-struct nvidia_p2p_page_table;
-struct nvidia_p2p_dma_mapping;
-int nvidia_p2p_get_pages(u64 p2p_token, u32 va_space_token, u64 virtual_address,
-			 u64 length, struct nvidia_p2p_page_table **page_table,
-			 void (*free_callback)(void *data), void *data);
-int nvidia_p2p_put_pages(u64 p2p_token, u32 va_space_token, u64 virtual_address,
-			 struct nvidia_p2p_page_table *page_table);
-int nvidia_p2p_dma_map_pages(struct pci_dev *peer, struct nvidia_p2p_page_table *page_table,
-			     struct nvidia_p2p_dma_mapping **dma_mapping);
-int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer, struct nvidia_p2p_page_table *page_table,
-			       struct nvidia_p2p_dma_mapping *dma_mapping);
 
 static struct fake_nv_proc *proc;
 static int failures;
@@ -99,12 +88,6 @@ static u64 pins_total(void)
 	return c.pins_total;
 }
 
-/* Memory in use: everything not free, slab and page allocations alike. */
-static u64 used_bytes(void)
-{
-	return (totalram_pages() - global_zone_page_state(NR_FREE_PAGES)) * PAGE_SIZE;
-}
-
 static int cmp_u64(const void *a, const void *b)
 {
 	u64 x = *(const u64 *)a, y = *(const u64 *)b;
@@ -116,6 +99,177 @@ static void fail(const char *what, long err)
 {
 	pr_err("peermem_bench: %s failed: %ld\n", what, err);
 	failures++;
+}
+
+/*
+ * Memory held, to the byte, by owner: the kernel's allocation profiling
+ * (/proc/allocinfo) counts what every allocation site holds, slab objects at their
+ * cache's object size, pages and vmalloc areas at their size. Profiling is off at
+ * boot (the timed series do not pay for it) and on only around the memory series.
+ */
+struct held {
+	s64 total;	/* every site */
+	s64 fake;	/* the fake nvidia.ko ([nvidia]) */
+	s64 core;	/* the fake peer-memory core ([ib_core]) */
+	s64 module;	/* the client module (client_site) */
+	s64 bench;	/* this driver's own arrays ([peermem_bench]) */
+};
+
+static void held_sub(struct held *d, const struct held *a, const struct held *b)
+{
+	d->total = a->total - b->total;
+	d->fake = a->fake - b->fake;
+	d->core = a->core - b->core;
+	d->module = a->module - b->module;
+	d->bench = a->bench - b->bench;
+}
+
+/*
+ * The client module's sites: its own (peermem, the drop-in build, or the baseline),
+ * the kernel's Rust allocation helper (peermem's records: no other Rust code
+ * allocates here) and the SG tables it builds for the core.
+ */
+static bool client_site(const char *line, const char *mod)
+{
+	if (mod)
+		return !strncmp(mod, "peermem]", 8) || !strncmp(mod, "nvidia_peermem]", 15) ||
+		       !strncmp(mod, "peermem_baseline]", 17);
+	return strstr(line, " rust/helpers/") || strstr(line, " lib/scatterlist.c:");
+}
+
+/* One line of /proc/allocinfo: "<bytes> <calls> <file>:<line> [<module>] func:<f>". */
+static void held_tally(struct held *h, const char *line)
+{
+	const char *m, *p = skip_spaces(line);
+	char num[24] = "";
+	s64 bytes;
+
+	strscpy(num, p, min_t(size_t, sizeof(num), strcspn(p, " ") + 1));
+	if (kstrtos64(num, 10, &bytes))
+		return;	/* the header lines */
+	/*
+	 * Slab pages are tagged as page allocations of the allocator itself, and each
+	 * object in them again at its caller's site: count the objects only.
+	 */
+	if (strstr(line, " func:alloc_slab_page"))
+		return;
+	h->total += bytes;
+	m = strstr(line, " [");
+	if (m)
+		m += 2;
+	if (client_site(line, m))
+		h->module += bytes;
+	else if (!m)
+		return;	/* the kernel's own (the core's id xarray, for one) */
+	else if (!strncmp(m, "nvidia]", 7))
+		h->fake += bytes;
+	else if (!strncmp(m, "ib_core]", 8))
+		h->core += bytes;
+	else if (!strncmp(m, "peermem_bench]", 14))
+		h->bench += bytes;
+}
+
+#define HELD_BUF SZ_64K
+
+/*
+ * Reads @f (/proc/allocinfo, kept open so that its buffer is held alike by each read)
+ * from the start into @h.
+ */
+static int held_read(struct file *f, char *buf, struct held *h)
+{
+	size_t have = 0;
+	loff_t pos = 0;
+	ssize_t n;
+
+	memset(h, 0, sizeof(*h));
+	while ((n = kernel_read(f, buf + have, HELD_BUF - have, &pos)) > 0) {
+		char *line = buf, *nl;
+
+		have += n;
+		buf[have] = '\0';
+		while ((nl = strchr(line, '\n'))) {
+			*nl = '\0';
+			held_tally(h, line);
+			line = nl + 1;
+		}
+		have = buf + have - line;
+		memmove(buf, line, have);
+		if (have == HELD_BUF)
+			return -E2BIG;
+	}
+	return n < 0 ? n : 0;
+}
+
+/*
+ * /proc/allocinfo, opened by the loading process: the benchmark thread's root is the
+ * kernel's initial one, which has no /proc.
+ */
+static struct file *allocinfo;
+
+/* Memory accounting for a series: profiling on, a buffer for reading the file. */
+struct accounting {
+	char *buf;
+};
+
+/* Allocation profiling on or off (the bench kernel has it; others cannot measure). */
+static void profiling(bool on)
+{
+#ifdef CONFIG_MEM_ALLOC_PROFILING
+	if (on)
+		static_branch_enable(&mem_alloc_profiling_key);
+	else
+		static_branch_disable(&mem_alloc_profiling_key);
+#endif
+}
+
+static void accounting_start(struct accounting *acc)
+{
+	acc->buf = NULL;
+	if (IS_ERR_OR_NULL(allocinfo)) {
+		fail("opening /proc/allocinfo (CONFIG_MEM_ALLOC_PROFILING)",
+		     allocinfo ? PTR_ERR(allocinfo) : -ENOENT);
+		return;
+	}
+	acc->buf = kvmalloc(HELD_BUF + 1, GFP_KERNEL);
+	if (!acc->buf) {
+		fail("accounting buffer", -ENOMEM);
+		return;
+	}
+	profiling(true);
+}
+
+static void accounting_stop(struct accounting *acc)
+{
+	if (!acc->buf)
+		return;
+	profiling(false);
+	kvfree(acc->buf);
+	acc->buf = NULL;
+}
+
+static int held_now(struct accounting *acc, struct held *h)
+{
+	int err = acc->buf ? held_read(allocinfo, acc->buf, h) : -ENOENT;
+
+	if (err)
+		fail("reading /proc/allocinfo", err);
+	return err;
+}
+
+/* The rows of a memory figure: @d held by @live registrations, per registration. */
+static void held_rows(const char *group, const char *prefix, u64 size, u64 live,
+		      const struct held *d)
+{
+	static const char *const what[] = { "total", "fake", "core", "module", "other" };
+	s64 v[] = { d->total - d->bench, d->fake, d->core, d->module,
+		    d->total - d->bench - d->fake - d->core - d->module };
+	char metric[40];
+	int i;
+
+	for (i = 0; i < ARRAY_SIZE(what); i++) {
+		snprintf(metric, sizeof(metric), "%s%s", prefix, what[i]);
+		row(group, metric, size, 0, live, div_u64(max_t(s64, v[i], 0) * 1000, live));
+	}
 }
 
 static void set_cost(u32 cost, bool huge_bar)
@@ -296,13 +450,18 @@ static void free_windows(u64 *va, int count)
 
 /*
  * Per-operation cost with @live registrations alive (64 KiB each, one pin each), and
- * the memory each live registration holds (client, core and fake driver together).
+ * the memory each live registration holds, by owner (as bench_memory). Profiling is
+ * on while the registrations are made and off while the operations are timed; their
+ * frees, with profiling off, are not subtracted from the sites, which leaves later
+ * differences exact (only what is allocated between two reads counts).
  */
 static void bench_scaling(u32 live, int n)
 {
+	struct accounting acc;
+	struct held h0, h1, d;
 	struct fake_mr **mrs;
-	u64 *win, t0, va, s0;
-	int nwin, i, made = 0;
+	u64 *win, t0, va;
+	int nwin, i, made = 0, err;
 
 	mrs = kvcalloc(live, sizeof(*mrs), GFP_KERNEL);
 	win = alloc_windows(live, &nwin);
@@ -311,18 +470,25 @@ static void bench_scaling(u32 live, int n)
 		fail("scaling setup", -ENOMEM);
 		goto out;
 	}
-	s0 = used_bytes();
+	accounting_start(&acc);
+	err = held_now(&acc, &h0);
 	for (made = 0; made < live; made++) {
 		mrs[made] = reg(window_at(win, made, K64), K64);
 		if (IS_ERR(mrs[made])) {
 			fail("scaling registration", PTR_ERR(mrs[made]));
+			accounting_stop(&acc);
 			goto out;
 		}
 		if (!(made % 4096))
 			cond_resched();
 	}
-	row("scaling", "bytes_per_reg_total", K64, 0, live,
-	    div_u64((used_bytes() - s0) * 1000, live));
+	if (!err)
+		err = held_now(&acc, &h1);
+	accounting_stop(&acc);
+	if (!err) {
+		held_sub(&d, &h1, &h0);
+		held_rows("scaling", "bytes_per_reg_", K64, live, &d);
+	}
 	t0 = now_ns();
 	for (i = 0; i < n; i++) {
 		struct fake_mr *mr = reg(va + (i % 16) * K64, K64);
@@ -347,131 +513,65 @@ out:
 	kvfree(mrs);
 }
 
-static void dummy_free_callback(void *data)
-{
-}
-
 /*
- * A pin made directly, as the client's driver calls make it, for the fake driver's
- * share of a memory figure: the reference pins twice (a probe pin and unpin in
- * acquire, then the pin it keeps), and the fake keeps a put pin's record and table
- * header (quarantine), which the client's own objects must not be credited with.
+ * Memory per live registration, by owner, from allocation profiling (struct held):
+ * everything held by @live registrations of @size, the fake driver's share (its pins,
+ * tables and mappings), the core's, and the rest, the client's (its records and SG
+ * tables). The figure is the growth of what is held across making them, read to the
+ * byte, so it does not depend on which slab pages were already partly used.
  */
-static int direct_pin(u64 va, u64 size, struct nvidia_p2p_page_table **table)
+static void bench_memory(struct accounting *acc, u64 size, u32 live)
 {
-	if (!strcmp(strategy, "reference")) {
-		struct nvidia_p2p_page_table *probe;
-
-		if (nvidia_p2p_get_pages(0, 0, va, size, &probe, dummy_free_callback, NULL))
-			return -EIO;
-		nvidia_p2p_put_pages(0, 0, va, probe);
-	}
-	return nvidia_p2p_get_pages(0, 0, va, size, table, dummy_free_callback, NULL) ? -EIO : 0;
-}
-
-/*
- * Memory per live registration, and the fake driver's own share of it, from the
- * pages in use (slab pages and page allocations: an SG list of 128 entries or more
- * comes straight from the page allocator). Freed objects are reused, so this runs
- * first in a fresh VM, both sets are made while the other is kept alive, nothing is
- * freed while measuring, and each figure is the growth of its own phase. The fake
- * driver's share is measured with the same driver calls the client makes, made
- * directly through the P2P API (direct_pin, then a DMA mapping).
- */
-static void bench_memory(u64 size, u32 live)
-{
-	struct pci_dev *hca = to_pci_dev(fake_core_hca_device());
-	struct nvidia_p2p_dma_mapping **maps;
-	struct nvidia_p2p_page_table **tables;
+	struct held h0, h1, d;
 	struct fake_mr **mrs;
-	u64 *win, s0, s1, s2, pages = div_u64(size, K64) * live * 2;
-	int nwin, pinned = 0, made = 0;
+	int nwin, made = 0;
+	u64 *win;
 
 	mrs = kvcalloc(live, sizeof(*mrs), GFP_KERNEL);
-	tables = kvcalloc(live, sizeof(*tables), GFP_KERNEL);
-	maps = kvcalloc(live, sizeof(*maps), GFP_KERNEL);
-	win = alloc_windows(pages, &nwin);
-	if (!mrs || !tables || !maps || !win || (u64)nwin * WINDOW < pages * K64) {
+	win = alloc_windows(div_u64(size, K64) * live, &nwin);
+	if (!mrs || !win || (u64)nwin * WINDOW < size * live) {
 		fail("memory setup", -ENOMEM);
 		goto out;
 	}
-	s0 = used_bytes();
-	for (pinned = 0; pinned < live; pinned++) {
-		u64 a = window_at(win, pinned, size);
-
-		if (direct_pin(a, size, &tables[pinned])) {
-			fail("direct pin", -EIO);
-			goto out;
-		}
-		if (nvidia_p2p_dma_map_pages(hca, tables[pinned], &maps[pinned])) {
-			nvidia_p2p_put_pages(0, 0, a, tables[pinned]);
-			fail("direct map", -EIO);
-			goto out;
-		}
-	}
-	s1 = used_bytes();
+	if (held_now(acc, &h0))
+		goto out;
 	for (made = 0; made < live; made++) {
-		mrs[made] = reg(window_at(win, live + made, size), size);
+		mrs[made] = reg(window_at(win, made, size), size);
 		if (IS_ERR(mrs[made])) {
 			fail("memory registration", PTR_ERR(mrs[made]));
 			goto out;
 		}
 	}
-	s2 = used_bytes();
-	row("memory", "bytes_per_reg_total", size, 0, live, div_u64((s2 - s1) * 1000, live));
-	row("memory", "bytes_per_reg_fake", size, 0, live, div_u64((s1 - s0) * 1000, live));
-	row("memory", "bytes_per_reg_module", size, 0, live,
-	    s2 - s1 > s1 - s0 ? div_u64(((s2 - s1) - (s1 - s0)) * 1000, live) : 0);
+	if (held_now(acc, &h1))
+		goto out;
+	held_sub(&d, &h1, &h0);
+	held_rows("memory", "bytes_per_reg_", size, live, &d);
 out:
 	while (made-- > 0)
 		fake_core_dereg_mr(mrs[made]);
-	while (pinned-- > 0) {
-		u64 a = window_at(win, pinned, size);
-
-		nvidia_p2p_dma_unmap_pages(hca, tables[pinned], maps[pinned]);
-		nvidia_p2p_put_pages(0, 0, a, tables[pinned]);
-	}
 	if (win)
 		free_windows(win, nwin);
-	kvfree(maps);
-	kvfree(tables);
 	kvfree(mrs);
 }
 
 /*
  * One registration as large as half an H100's BAR1 (64 GiB, 1,048,576 pages of
- * 64 KiB): its latency, SG entries and module memory, whose fake-driver share is
- * measured as in bench_memory, with the same pin and mapping made directly. The
- * windows are unbacked (synthetic bus addresses: nothing DMAs into them), and BAR1 is
- * set large enough for both pins at once.
+ * 64 KiB): its latency, SG entries and memory by owner (as bench_memory). The window
+ * is unbacked (synthetic bus addresses: nothing DMAs into it).
  */
-static void bench_huge(u64 size)
+static void bench_huge(struct accounting *acc, u64 size)
 {
-	struct pci_dev *hca = to_pci_dev(fake_core_hca_device());
-	struct nvidia_p2p_dma_mapping *map = NULL;
-	struct nvidia_p2p_page_table *table = NULL;
+	struct held h0, h1, d;
 	struct fake_mr *mr;
-	u64 direct, va, s0, s1, s2, t0, t1, t2;
-	int nents;
+	u64 va, t0, t1, t2;
+	int nents, err;
 
-	direct = fake_nv_alloc(proc, size, false);
 	va = fake_nv_alloc(proc, size, false);
-	if (!direct || !va) {
+	if (!va) {
 		fail("huge setup", -ENOMEM);
-		goto out;
+		return;
 	}
-	s0 = used_bytes();
-	if (direct_pin(direct, size, &table)) {
-		table = NULL;
-		fail("huge direct pin", -EIO);
-		goto out;
-	}
-	if (nvidia_p2p_dma_map_pages(hca, table, &map)) {
-		map = NULL;
-		fail("huge direct map", -EIO);
-		goto out;
-	}
-	s1 = used_bytes();
+	err = held_now(acc, &h0);
 	t0 = now_ns();
 	mr = reg(va, size);
 	t1 = now_ns();
@@ -479,26 +579,21 @@ static void bench_huge(u64 size)
 		fail("huge registration", PTR_ERR(mr));
 		goto out;
 	}
-	s2 = used_bytes();
+	if (!err)
+		err = held_now(acc, &h1);
 	nents = fake_core_mr_nents(mr);
-	fake_core_dereg_mr(mr);
 	t2 = now_ns();
+	fake_core_dereg_mr(mr);
+	t2 = now_ns() - t2;
 	row("huge", "reg_ns", size, 0, 1, (t1 - t0) * 1000);
-	row("huge", "dereg_ns", size, 0, 1, (t2 - t1) * 1000);
+	row("huge", "dereg_ns", size, 0, 1, t2 * 1000);
 	row("huge", "sg_entries", size, 0, 1, (u64)nents * 1000);
-	row("huge", "bytes_total", size, 0, 1, (s2 - s1) * 1000);
-	row("huge", "bytes_fake", size, 0, 1, (s1 - s0) * 1000);
-	row("huge", "bytes_module", size, 0, 1,
-	    s2 - s1 > s1 - s0 ? ((s2 - s1) - (s1 - s0)) * 1000 : 0);
+	if (!err) {
+		held_sub(&d, &h1, &h0);
+		held_rows("huge", "bytes_", size, 1, &d);
+	}
 out:
-	if (map)
-		nvidia_p2p_dma_unmap_pages(hca, table, map);
-	if (table)
-		nvidia_p2p_put_pages(0, 0, direct, table);
-	if (va)
-		fake_nv_free(proc, va);
-	if (direct)
-		fake_nv_free(proc, direct);
+	fake_nv_free(proc, va);
 }
 
 static struct completion done;
@@ -510,6 +605,7 @@ static int bench_main(void *unused)
 	static const u32 costs[] = { 0, 50 };
 	/* Up to every 64 KiB page of an H100's 128 GiB BAR1 held by its own registration. */
 	static const u32 scale_points[] = { 1000, 10000, 100000, 1000000, 2097152 };
+	struct accounting acc = {};
 	struct fake_nv_config saved;
 	int c, s;
 
@@ -522,8 +618,10 @@ static int bench_main(void *unused)
 	}
 	fake_nv_proc_enter(proc);
 	set_cost(0, true);
-	bench_memory(SZ_64K, 20000);
-	bench_memory(SZ_64M, 1000);
+	accounting_start(&acc);
+	bench_memory(&acc, SZ_64K, 20000);
+	bench_memory(&acc, SZ_64M, 1000);
+	accounting_stop(&acc);
 	for (c = 0; c < ARRAY_SIZE(costs); c++) {
 		set_cost(costs[c], false);
 		for (s = 0; s < ARRAY_SIZE(sizes); s++)
@@ -535,7 +633,9 @@ static int bench_main(void *unused)
 	for (s = 0; s < ARRAY_SIZE(scale_points) && scale_points[s] <= scale_max; s++)
 		bench_scaling(scale_points[s], 300);
 	/* Last: its gigabytes of per-page arrays would disturb the timings above. */
-	bench_huge(64 * (u64)SZ_1G);
+	accounting_start(&acc);
+	bench_huge(&acc, 64 * (u64)SZ_1G);
+	accounting_stop(&acc);
 	fake_nv_proc_leave(proc);
 	fake_nv_proc_exit(proc);
 out:
@@ -550,10 +650,16 @@ static int __init peermem_bench_init(void)
 	struct task_struct *t;
 
 	init_completion(&done);
+	allocinfo = filp_open("/proc/allocinfo", O_RDONLY, 0);
 	t = kthread_run(bench_main, NULL, "peermem_bench");
-	if (IS_ERR(t))
+	if (IS_ERR(t)) {
+		if (!IS_ERR(allocinfo))
+			filp_close(allocinfo, NULL);
 		return PTR_ERR(t);
+	}
 	wait_for_completion(&done);
+	if (!IS_ERR(allocinfo))
+		filp_close(allocinfo, NULL);
 	pr_info("PEERMEM-BENCH-DONE,%s,%d\n", strategy, failures);
 	return failures ? -EIO : 0;
 }
