@@ -109,13 +109,7 @@ impl Client {
         let handle = self.pin_raw(range)?;
         c.stats.pinned(range.len());
         let pin = Arc::new(
-            SharedPin {
-                space,
-                key: SetOnce::new(),
-                _mm: mm,
-                handle,
-                stats: c.stats.clone(),
-            },
+            SharedPin::new(space, mm, handle, c.stats.clone()),
             GFP_KERNEL,
         )
         .map_err(|_| PinError::NoMemory)?;
@@ -123,7 +117,7 @@ impl Client {
             .pins
             .insert(space, c.mode, pin.clone())
             .map_err(|_| PinError::NoMemory)?;
-        pin.key.populate(key);
+        pin.linked(&key);
         if let Some(u) = pin.users() {
             u.key.populate(key);
         }

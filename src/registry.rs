@@ -57,21 +57,54 @@ impl SpaceId {
     }
 }
 
-/// A pin's place in the tree.
+/// A pin's place in the tree, ordered by address space, mode, start and id.
+///
+/// The address space is kept as its two fields rather than as a nested [`SpaceId`],
+/// which pads to 16 bytes: the key packs into 32 bytes, and a tree node (the kernel's
+/// `rb_node`, the key and the pin reference) into a 64-byte allocation instead of a
+/// 96-byte one. The derived order follows the declaration: `mm` then `tgid` is
+/// [`SpaceId`]'s own order, then mode, start and id.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 pub(crate) struct PinKey {
-    space: SpaceId,
+    mm: usize,
+    tgid: i32,
     mode: Mode,
     start: u64,
     id: u64,
 }
 
 impl PinKey {
-    /// The pin's id, unique for the registry's life.
+    /// The key of pin `id`, of `space` and `mode`, starting at `start`.
+    pub(crate) fn new(space: SpaceId, mode: Mode, start: u64, id: u64) -> Self {
+        PinKey {
+            mm: space.mm,
+            tgid: space.tgid,
+            mode,
+            start,
+            id,
+        }
+    }
+
+    /// The pin's id, unique for the registry's life and never 0.
     pub(crate) fn id(&self) -> u64 {
         self.id
     }
+
+    fn space(&self) -> SpaceId {
+        SpaceId {
+            mm: self.mm,
+            tgid: self.tgid,
+        }
+    }
 }
+
+/// The bytes of a tree node: the kernel's `rb_node` (three words), the key, the pin
+/// reference.
+const NODE_BYTES: usize = 3 * size_of::<usize>() + size_of::<PinKey>() + size_of::<usize>();
+const _: () = assert!(
+    NODE_BYTES <= 64,
+    "a registry node must fit a 64-byte allocation"
+);
 
 /// What the registry needs to know of a pin.
 pub(crate) trait Entry: Send + Sync {
@@ -100,12 +133,8 @@ impl<V: Entry> Registry<V> {
 
     /// Links `pin` under `space`, `mode` and its range; returns its key.
     pub(crate) fn insert(&self, space: SpaceId, mode: Mode, pin: Arc<V>) -> Result<PinKey> {
-        let key = PinKey {
-            space,
-            mode,
-            start: pin.range().start(),
-            id: self.next_id.fetch_add(1, Ordering::Relaxed),
-        };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let key = PinKey::new(space, mode, pin.range().start(), id);
         let node = RBTreeNode::new(key, pin, GFP_KERNEL)?;
         self.tree.lock().insert(node);
         Ok(key)
@@ -124,12 +153,7 @@ impl<V: Entry> Registry<V> {
         mode: Mode,
         range: GpuRange,
     ) -> Option<Arc<V>> {
-        let probe = PinKey {
-            space,
-            mode,
-            start: range.start(),
-            id: u64::MAX,
-        };
+        let probe = PinKey::new(space, mode, range.start(), u64::MAX);
         let mut tree = self.tree.lock();
         // No key equals `probe` (ids stop short of u64::MAX): the lower bound is the
         // first pin after it, so the walk starts one before that.
@@ -140,7 +164,7 @@ impl<V: Entry> Registry<V> {
         for _ in 0..SCAN {
             let c = cursor?;
             let (k, v) = c.current();
-            if k.space != space || k.mode != mode {
+            if k.space() != space || k.mode != mode {
                 return None;
             }
             if range.end() <= v.range().end() && v.usable() {
@@ -210,6 +234,20 @@ mod tests {
 
     fn reg() -> Result<Pin<KBox<Registry<Fake>>>> {
         KBox::pin_init(Registry::new(), GFP_KERNEL)
+    }
+
+    #[test]
+    fn keys_order_by_space_mode_start_and_id() {
+        let k = |space, mode, start, id| PinKey::new(space, mode, start, id);
+        let c = Mode::Callback;
+        // The packed key orders as (SpaceId, mode, start, id) did.
+        assert!(k(A, c, 9, 9) < k(B, c, 0, 0));
+        assert!(k(B, c, 0, 0) < k(SpaceId { mm: 0x2000, tgid: 0 }, c, 0, 0));
+        assert!(k(A, c, 9, 9) < k(A, Mode::Persistent, 0, 0));
+        assert!(k(A, c, 1, 9) < k(A, c, 2, 0));
+        assert!(k(A, c, 1, 1) < k(A, c, 1, 2));
+        assert!(k(A, c, 1, 1).space() == A);
+        assert_eq!(size_of::<PinKey>(), 32);
     }
 
     #[test]

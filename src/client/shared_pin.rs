@@ -2,7 +2,7 @@
 
 //! A GPU pin shared by the registrations it covers, and its free handler.
 
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::{
     list::{List, ListArc},
@@ -16,7 +16,7 @@ use super::{user::User, ClientShared};
 use crate::{
     nv_p2p::{DmaMapping, FreeHandler, GpuPin, NoCallback, PinError},
     range::GpuRange,
-    registry::{Entry, PinKey, SpaceId},
+    registry::{Entry, Mode, PinKey, SpaceId},
     stats::Stats,
 };
 
@@ -34,16 +34,55 @@ pub(super) enum Mapping {
 }
 
 /// A live GPU pin, shared by the registrations it covers.
+///
+/// # Invariants
+///
+/// `id` is 0 until the pin is linked, then its registry id (never 0), set once.
 pub(crate) struct SharedPin {
     pub(super) space: SpaceId,
-    pub(super) key: SetOnce<PinKey>,
+    /// The registry id, 0 until linked: the rest of its key is the space, the mode and
+    /// the start, so the pin keeps eight bytes of it instead of a 40-byte key.
+    id: AtomicU64,
     /// Keeps the `mm_struct` (the key's address) from being reused while linked.
     pub(super) _mm: ARef<Mm>,
     pub(super) handle: PinHandle,
     pub(super) stats: Arc<Stats>,
 }
 
+// The pin with its `Arc` count fits a 64-byte allocation.
+const _: () = assert!(
+    size_of::<SharedPin>() <= 56,
+    "SharedPin must fit a 64-byte allocation"
+);
+
 impl SharedPin {
+    /// A pin of `space` not linked yet.
+    pub(super) fn new(space: SpaceId, mm: ARef<Mm>, handle: PinHandle, stats: Arc<Stats>) -> Self {
+        // INVARIANT: not linked, id 0.
+        SharedPin {
+            space,
+            id: AtomicU64::new(0),
+            _mm: mm,
+            handle,
+            stats,
+        }
+    }
+
+    /// The mode the pin was made in.
+    fn mode(&self) -> Mode {
+        match &self.handle {
+            PinHandle::Callback(_) => Mode::Callback,
+            PinHandle::Persistent(_) => Mode::Persistent,
+        }
+    }
+
+    /// Records the key the registry linked the pin under (once): `Client::pin` links it
+    /// under its space, mode and start, which [`SharedPin::key`] rebuilds the key from.
+    pub(super) fn linked(&self, key: &PinKey) {
+        // INVARIANT: registry ids are never 0, and the pin is linked once (`Client::pin`).
+        self.id.store(key.id(), Ordering::Release);
+    }
+
     pub(super) fn range(&self) -> GpuRange {
         match &self.handle {
             PinHandle::Callback(p) => p.range(),
@@ -67,7 +106,15 @@ impl SharedPin {
 
     /// The registry key, once linked.
     pub(crate) fn key(&self) -> Option<PinKey> {
-        self.key.copy()
+        match self.id.load(Ordering::Acquire) {
+            0 => None,
+            id => Some(PinKey::new(
+                self.space,
+                self.mode(),
+                self.range().start(),
+                id,
+            )),
+        }
     }
 
     /// Writes the pin's line of the debugfs `pins` file.
