@@ -242,7 +242,11 @@ mod tests {
         let c = Mode::Callback;
         // The packed key orders as (SpaceId, mode, start, id) did.
         assert!(k(A, c, 9, 9) < k(B, c, 0, 0));
-        assert!(k(B, c, 0, 0) < k(SpaceId { mm: 0x2000, tgid: 0 }, c, 0, 0));
+        let other_mm = SpaceId {
+            mm: 0x2000,
+            tgid: 0,
+        };
+        assert!(k(B, c, 0, 0) < k(other_mm, c, 0, 0));
         assert!(k(A, c, 9, 9) < k(A, Mode::Persistent, 0, 0));
         assert!(k(A, c, 1, 9) < k(A, c, 2, 0));
         assert!(k(A, c, 1, 1) < k(A, c, 1, 2));
