@@ -105,7 +105,8 @@ static void fail(const char *what, long err)
  * Memory held, to the byte, by owner: the kernel's allocation profiling
  * (/proc/allocinfo) counts what every allocation site holds, slab objects at their
  * cache's object size, pages and vmalloc areas at their size. Profiling is off at
- * boot (the timed series do not pay for it) and on only around the memory series.
+ * boot (the timed series do not pay for it) and on only while the registrations
+ * measured are made (the memory and huge series, the scaling series' fill).
  */
 struct held {
 	s64 total;	/* every site */
@@ -256,16 +257,25 @@ static int held_now(struct accounting *acc, struct held *h)
 	return err;
 }
 
-/* The rows of a memory figure: @d held by @live registrations, per registration. */
+/*
+ * The rows of a memory figure: what @live registrations added between the reads
+ * @before and @after, per registration.
+ */
 static void held_rows(const char *group, const char *prefix, u64 size, u64 live,
-		      const struct held *d)
+		      const struct held *before, const struct held *after)
 {
 	static const char *const what[] = { "total", "fake", "core", "module", "other" };
-	s64 v[] = { d->total - d->bench, d->fake, d->core, d->module,
-		    d->total - d->bench - d->fake - d->core - d->module };
+	struct held d;
+	s64 v[5];
 	char metric[40];
 	int i;
 
+	held_sub(&d, after, before);
+	v[0] = d.total - d.bench;
+	v[1] = d.fake;
+	v[2] = d.core;
+	v[3] = d.module;
+	v[4] = v[0] - d.fake - d.core - d.module;
 	for (i = 0; i < ARRAY_SIZE(what); i++) {
 		snprintf(metric, sizeof(metric), "%s%s", prefix, what[i]);
 		row(group, metric, size, 0, live, div_u64(max_t(s64, v[i], 0) * 1000, live));
@@ -458,7 +468,7 @@ static void free_windows(u64 *va, int count)
 static void bench_scaling(u32 live, int n)
 {
 	struct accounting acc;
-	struct held h0, h1, d;
+	struct held h0, h1;
 	struct fake_mr **mrs;
 	u64 *win, t0, va;
 	int nwin, i, made = 0, err;
@@ -485,10 +495,8 @@ static void bench_scaling(u32 live, int n)
 	if (!err)
 		err = held_now(&acc, &h1);
 	accounting_stop(&acc);
-	if (!err) {
-		held_sub(&d, &h1, &h0);
-		held_rows("scaling", "bytes_per_reg_", K64, live, &d);
-	}
+	if (!err)
+		held_rows("scaling", "bytes_per_reg_", K64, live, &h0, &h1);
 	t0 = now_ns();
 	for (i = 0; i < n; i++) {
 		struct fake_mr *mr = reg(va + (i % 16) * K64, K64);
@@ -522,7 +530,7 @@ out:
  */
 static void bench_memory(struct accounting *acc, u64 size, u32 live)
 {
-	struct held h0, h1, d;
+	struct held h0, h1;
 	struct fake_mr **mrs;
 	int nwin, made = 0;
 	u64 *win;
@@ -544,8 +552,7 @@ static void bench_memory(struct accounting *acc, u64 size, u32 live)
 	}
 	if (held_now(acc, &h1))
 		goto out;
-	held_sub(&d, &h1, &h0);
-	held_rows("memory", "bytes_per_reg_", size, live, &d);
+	held_rows("memory", "bytes_per_reg_", size, live, &h0, &h1);
 out:
 	while (made-- > 0)
 		fake_core_dereg_mr(mrs[made]);
@@ -561,7 +568,7 @@ out:
  */
 static void bench_huge(struct accounting *acc, u64 size)
 {
-	struct held h0, h1, d;
+	struct held h0, h1;
 	struct fake_mr *mr;
 	u64 va, t0, t1, t2;
 	int nents, err;
@@ -588,10 +595,8 @@ static void bench_huge(struct accounting *acc, u64 size)
 	row("huge", "reg_ns", size, 0, 1, (t1 - t0) * 1000);
 	row("huge", "dereg_ns", size, 0, 1, t2 * 1000);
 	row("huge", "sg_entries", size, 0, 1, (u64)nents * 1000);
-	if (!err) {
-		held_sub(&d, &h1, &h0);
-		held_rows("huge", "bytes_", size, 1, &d);
-	}
+	if (!err)
+		held_rows("huge", "bytes_", size, 1, &h0, &h1);
 out:
 	fake_nv_free(proc, va);
 }
