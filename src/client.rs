@@ -37,8 +37,8 @@ mod shared_pin;
 mod user;
 
 use sg::sg_entries;
+use shared_pin::PinUsers;
 pub(crate) use shared_pin::SharedPin;
-use shared_pin::{Mapping, PinHandle, PinUsers};
 use user::User;
 
 /// The registry of this module's pins.
@@ -87,40 +87,23 @@ impl Client {
         self.shared.invalidator.populate(inv);
     }
 
-    /// Pins `range` in the client's mode.
-    fn pin_raw(&self, range: GpuRange) -> Result<PinHandle, PinError> {
+    /// Pins `range` anew for `space` in the client's mode and links the pin.
+    fn pin(&self, space: SpaceId, mm: ARef<Mm>, range: GpuRange) -> Result<SharedPin, PinError> {
         let c = &self.shared;
-        Ok(match c.mode {
-            Mode::Callback => {
-                PinHandle::Callback(NvP2p::pin(&c.nv, range, PinUsers::new(c.clone()))?)
-            }
-            Mode::Persistent => PinHandle::Persistent(NvP2p::pin_persistent(&c.nv, range)?),
-        })
-    }
-
-    /// Pins `range` anew for `space` and links the pin.
-    fn pin(
-        &self,
-        space: SpaceId,
-        mm: ARef<Mm>,
-        range: GpuRange,
-    ) -> Result<Arc<SharedPin>, PinError> {
-        let c = &self.shared;
-        let handle = self.pin_raw(range)?;
+        let users = PinUsers::new(c.clone(), space, mm);
+        let pin = SharedPin {
+            pin: match c.mode {
+                Mode::Callback => NvP2p::pin(&c.nv, range, users)?,
+                Mode::Persistent => NvP2p::pin_persistent(&c.nv, range, users)?,
+            },
+        };
+        // Accounted as unpinned when its last owner lets go (`PinUsers::released`).
         c.stats.pinned(range.len());
-        let pin = Arc::new(
-            SharedPin::new(space, mm, handle, c.stats.clone()),
-            GFP_KERNEL,
-        )
-        .map_err(|_| PinError::NoMemory)?;
         let key = c
             .pins
             .insert(space, c.mode, pin.clone())
             .map_err(|_| PinError::NoMemory)?;
         pin.linked(&key);
-        if let Some(u) = pin.users() {
-            u.key.populate(key);
-        }
         if pin.is_freed() {
             // Freed before its key was known to the callback: unlink here.
             drop(c.pins.remove(&key));
@@ -299,15 +282,7 @@ impl PeerClient for Client {
         let (pin_range, range) = (pin.range(), user.range);
         // The SG list is built from the driver's addresses in place, in one allocation.
         let build = |addrs: &[u64]| SgList::new(sg_entries(addrs, pin_range, range, max_seg)?);
-        let (mapping, list) = match &pin.handle {
-            PinHandle::Callback(p) => p
-                .dma_map(peer, build)
-                .map(|(m, l)| (Mapping::Callback { _held: m }, l)),
-            PinHandle::Persistent(p) => p
-                .dma_map(peer, build)
-                .map(|(m, l)| (Mapping::Persistent { _held: m }, l)),
-        }
-        .map_err(|e| {
+        let (mapping, list) = pin.pin.dma_map(peer, build).map_err(|e| {
             if e == EFAULT {
                 refuse(Refusal::Freed, e)
             } else if e == ENOMEM {

@@ -4,9 +4,10 @@
 //!
 //! Everything above this module sees GPU pins as owned handles:
 //!
-//! - [`GpuPin`]: a pinned 64 KiB-aligned range. A callback pin runs a [`FreeHandler`]
-//!   when the owning process frees the memory; a persistent pin keeps the memory
-//!   alive. Dropping the handle unpins (unless a free callback already tore it down).
+//! - [`GpuPin`]: a pinned 64 KiB-aligned range, owned by every clone of the handle. A
+//!   callback pin runs a [`FreeHandler`] when the owning process frees the memory; a
+//!   persistent pin keeps the memory alive. Dropping the last clone unpins (unless a
+//!   free callback already tore it down).
 //! - [`DmaMapping`]: the range's DMA addresses for one PCI peer, copied out of the
 //!   driver's structure while it is guaranteed alive. Dropping it unmaps.
 //!

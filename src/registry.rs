@@ -16,7 +16,7 @@ use kernel::{
     new_mutex,
     prelude::*,
     rbtree::{RBTree, RBTreeNode},
-    sync::{Arc, Mutex},
+    sync::Mutex,
 };
 
 use crate::range::GpuRange;
@@ -99,15 +99,16 @@ impl PinKey {
 }
 
 /// The bytes of a tree node: the kernel's `rb_node` (three words), the key, the pin
-/// reference.
+/// handle (one pointer: the client's assertion on its pin type).
 const NODE_BYTES: usize = 3 * size_of::<usize>() + size_of::<PinKey>() + size_of::<usize>();
 const _: () = assert!(
     NODE_BYTES <= 64,
     "a registry node must fit a 64-byte allocation"
 );
 
-/// What the registry needs to know of a pin.
-pub(crate) trait Entry: Send + Sync {
+/// What the registry needs to know of a pin. The registry keeps the handle itself in
+/// its tree node (no further allocation), and hands out clones of it.
+pub(crate) trait Entry: Clone + Send + Sync + Unpin {
     /// The pinned range.
     fn range(&self) -> GpuRange;
     /// Whether a new registration may still use it (not freed or dying).
@@ -118,7 +119,7 @@ pub(crate) trait Entry: Send + Sync {
 #[pin_data]
 pub(crate) struct Registry<V: Entry> {
     #[pin]
-    tree: Mutex<RBTree<PinKey, Arc<V>>>,
+    tree: Mutex<RBTree<PinKey, V>>,
     next_id: AtomicU64,
 }
 
@@ -132,7 +133,7 @@ impl<V: Entry> Registry<V> {
     }
 
     /// Links `pin` under `space`, `mode` and its range; returns its key.
-    pub(crate) fn insert(&self, space: SpaceId, mode: Mode, pin: Arc<V>) -> Result<PinKey> {
+    pub(crate) fn insert(&self, space: SpaceId, mode: Mode, pin: V) -> Result<PinKey> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let key = PinKey::new(space, mode, pin.range().start(), id);
         let node = RBTreeNode::new(key, pin, GFP_KERNEL)?;
@@ -141,18 +142,13 @@ impl<V: Entry> Registry<V> {
     }
 
     /// Unlinks the pin with `key`, if still linked.
-    pub(crate) fn remove(&self, key: &PinKey) -> Option<Arc<V>> {
+    pub(crate) fn remove(&self, key: &PinKey) -> Option<V> {
         self.tree.lock().remove(key)
     }
 
     /// A usable pin of `space` and `mode` that covers `range`, if one is among the
     /// [`SCAN`] pins starting closest at or before it.
-    pub(crate) fn find_covering(
-        &self,
-        space: SpaceId,
-        mode: Mode,
-        range: GpuRange,
-    ) -> Option<Arc<V>> {
+    pub(crate) fn find_covering(&self, space: SpaceId, mode: Mode, range: GpuRange) -> Option<V> {
         let probe = PinKey::new(space, mode, range.start(), u64::MAX);
         let mut tree = self.tree.lock();
         // No key equals `probe` (ids stop short of u64::MAX): the lower bound is the
@@ -181,7 +177,7 @@ impl<V: Entry> Registry<V> {
     }
 
     /// Calls `f` on every linked pin, in key order, under the registry's lock.
-    pub(crate) fn for_each(&self, mut f: impl FnMut(&PinKey, &Arc<V>)) {
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&PinKey, &V)) {
         for (k, v) in self.tree.lock().iter() {
             f(k, v);
         }
@@ -194,13 +190,14 @@ mod tests {
     use super::*;
     use crate::range::GPU_PAGE_SIZE as P;
     use core::sync::atomic::AtomicBool;
+    use kernel::sync::Arc;
 
     struct Fake {
         range: GpuRange,
         usable: AtomicBool,
     }
 
-    impl Entry for Fake {
+    impl Entry for Arc<Fake> {
         fn range(&self) -> GpuRange {
             self.range
         }
@@ -232,7 +229,7 @@ mod tests {
         GpuRange::aligned(start * P, pages * P).ok_or(EINVAL)
     }
 
-    fn reg() -> Result<Pin<KBox<Registry<Fake>>>> {
+    fn reg() -> Result<Pin<KBox<Registry<Arc<Fake>>>>> {
         KBox::pin_init(Registry::new(), GFP_KERNEL)
     }
 

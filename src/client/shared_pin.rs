@@ -9,112 +9,73 @@ use kernel::{
     mm::Mm,
     new_mutex,
     prelude::*,
-    sync::{aref::ARef, Arc, Mutex, SetOnce},
+    sync::{aref::ARef, Arc, Mutex},
 };
 
 use super::{user::User, ClientShared};
 use crate::{
-    nv_p2p::{DmaMapping, FreeHandler, GpuPin, NoCallback, PinError},
+    nv_p2p::{DmaMapping, FreeHandler, GpuPin, PinError},
     range::GpuRange,
     registry::{Entry, Mode, PinKey, SpaceId},
-    stats::Stats,
 };
 
-/// A GPU pin of either mode.
-pub(super) enum PinHandle {
-    Callback(GpuPin<PinUsers>),
-    Persistent(GpuPin<NoCallback>),
-}
+/// A DMA mapping of a pin, held for its `Drop` (which unmaps it): the core already
+/// has the addresses, in the SG table built while the call was in flight.
+pub(super) type Mapping = DmaMapping<PinUsers>;
 
-/// A DMA mapping of either mode, held for its `Drop` (which unmaps it): the core
-/// already has the addresses, in the SG table built while the call was in flight.
-pub(super) enum Mapping {
-    Callback { _held: DmaMapping<PinUsers> },
-    Persistent { _held: DmaMapping<NoCallback> },
-}
-
-/// A live GPU pin, shared by the registrations it covers.
-///
-/// # Invariants
-///
-/// `id` is 0 until the pin is linked, then its registry id (never 0), set once.
+/// A live GPU pin of either mode, shared by the registrations it covers: one owner
+/// handle of the driver pin, whose record keeps the pin's registry identity and users
+/// beside the driver state (one allocation per pin).
+#[derive(Clone)]
 pub(crate) struct SharedPin {
-    pub(super) space: SpaceId,
-    /// The registry id, 0 until linked: the rest of its key is the space, the mode and
-    /// the start, so the pin keeps eight bytes of it instead of a 40-byte key.
-    id: AtomicU64,
-    /// Keeps the `mm_struct` (the key's address) from being reused while linked.
-    pub(super) _mm: ARef<Mm>,
-    pub(super) handle: PinHandle,
-    pub(super) stats: Arc<Stats>,
+    pub(super) pin: GpuPin<PinUsers>,
 }
 
-// The pin with its `Arc` count fits a 64-byte allocation.
+// A registry node holds the handle in place: one pointer, so the node fits a 64-byte
+// allocation (`registry::NODE_BYTES`).
 const _: () = assert!(
-    size_of::<SharedPin>() <= 56,
-    "SharedPin must fit a 64-byte allocation"
+    size_of::<SharedPin>() == size_of::<usize>(),
+    "SharedPin must be one pointer"
 );
 
 impl SharedPin {
-    /// A pin of `space` not linked yet.
-    pub(super) fn new(space: SpaceId, mm: ARef<Mm>, handle: PinHandle, stats: Arc<Stats>) -> Self {
-        // INVARIANT: not linked, id 0.
-        SharedPin {
-            space,
-            id: AtomicU64::new(0),
-            _mm: mm,
-            handle,
-            stats,
+    /// The mode the pin was made in.
+    fn mode(&self) -> Mode {
+        if self.pin.is_persistent() {
+            Mode::Persistent
+        } else {
+            Mode::Callback
         }
     }
 
-    /// The mode the pin was made in.
-    fn mode(&self) -> Mode {
-        match &self.handle {
-            PinHandle::Callback(_) => Mode::Callback,
-            PinHandle::Persistent(_) => Mode::Persistent,
-        }
+    fn info(&self) -> &PinUsers {
+        self.pin.handler()
     }
 
     /// Records the key the registry linked the pin under (once): `Client::pin` links it
     /// under its space, mode and start, which [`SharedPin::key`] rebuilds the key from.
     pub(super) fn linked(&self, key: &PinKey) {
         // INVARIANT: registry ids are never 0, and the pin is linked once (`Client::pin`).
-        self.id.store(key.id(), Ordering::Release);
+        self.info().id.store(key.id(), Ordering::Release);
     }
 
     pub(super) fn range(&self) -> GpuRange {
-        match &self.handle {
-            PinHandle::Callback(p) => p.range(),
-            PinHandle::Persistent(p) => p.range(),
-        }
+        self.pin.range()
     }
 
+    /// The users of a callback pin (a persistent pin has no list: its one user holds
+    /// it).
     pub(super) fn users(&self) -> Option<&PinUsers> {
-        match &self.handle {
-            PinHandle::Callback(p) => Some(p.handler()),
-            PinHandle::Persistent(_) => None,
-        }
+        (!self.pin.is_persistent()).then(|| self.info())
     }
 
     pub(super) fn is_freed(&self) -> bool {
-        match &self.handle {
-            PinHandle::Callback(p) => p.is_freed(),
-            PinHandle::Persistent(p) => p.is_freed(),
-        }
+        self.pin.is_freed()
     }
 
     /// The registry key, once linked.
     pub(crate) fn key(&self) -> Option<PinKey> {
-        match self.id.load(Ordering::Acquire) {
-            0 => None,
-            id => Some(PinKey::new(
-                self.space,
-                self.mode(),
-                self.range().start(),
-                id,
-            )),
-        }
+        self.info().key(self.mode(), self.range())
     }
 
     /// Writes the pin's line of the debugfs `pins` file.
@@ -129,18 +90,19 @@ impl SharedPin {
             Some(u) => (u.users.lock().count(), "callback"),
             None => (1, "persistent"),
         };
+        let space = self.info().space;
         writeln!(
             f,
             "{} {} {} {:#x} {:#x} {} {} {} {:016x}",
             key.id(),
-            self.space.tgid,
+            space.tgid,
             mode,
             r.start(),
             r.end(),
             r.len(),
             users,
             if self.is_freed() { "freed" } else { "live" },
-            self.space.display_id(salt)
+            space.display_id(salt)
         )
     }
 }
@@ -155,27 +117,38 @@ impl Entry for SharedPin {
     }
 }
 
-impl Drop for SharedPin {
-    fn drop(&mut self) {
-        self.stats.unpinned(self.range().len());
-    }
-}
-
-/// The registrations using a callback pin: its free handler.
+/// What the client keeps in a pin's record: its registry identity and, for a callback
+/// pin, the registrations using it (the free handler).
+///
+/// # Invariants
+///
+/// `id` is 0 until the pin is linked, then its registry id (never 0), set once.
 #[pin_data]
 pub(crate) struct PinUsers {
     pub(super) client: Arc<ClientShared>,
-    pub(super) key: SetOnce<PinKey>,
+    pub(super) space: SpaceId,
+    /// The registry id, 0 until linked: the rest of the key is the space, the mode and
+    /// the start, so the record keeps eight bytes of it instead of a 32-byte key.
+    id: AtomicU64,
+    /// Keeps the `mm_struct` (the key's address) from being reused while linked.
+    _mm: ARef<Mm>,
     #[pin]
     pub(super) users: Mutex<Users>,
 }
 
 impl PinUsers {
-    /// No users yet.
-    pub(super) fn new(client: Arc<ClientShared>) -> impl PinInit<Self> {
+    /// A pin of `space`, not linked, with no users yet.
+    pub(super) fn new(
+        client: Arc<ClientShared>,
+        space: SpaceId,
+        mm: ARef<Mm>,
+    ) -> impl PinInit<Self> {
+        // INVARIANT: not linked, id 0.
         pin_init!(PinUsers {
             client,
-            key: SetOnce::new(),
+            space,
+            id: AtomicU64::new(0),
+            _mm: mm,
             users <- new_mutex!(
                 Users {
                     dead: false,
@@ -184,6 +157,14 @@ impl PinUsers {
                 "peermem_pin_users"
             ),
         })
+    }
+
+    /// The registry key of the pin of `mode` and `range`, once linked.
+    fn key(&self, mode: Mode, range: GpuRange) -> Option<PinKey> {
+        match self.id.load(Ordering::Acquire) {
+            0 => None,
+            id => Some(PinKey::new(self.space, mode, range.start(), id)),
+        }
     }
 }
 
@@ -232,7 +213,7 @@ impl Users {
 }
 
 impl FreeHandler for PinUsers {
-    fn on_free(&self) {
+    fn on_free(&self, range: GpuRange) {
         let list = {
             let mut u = self.users.lock();
             // INVARIANT: the list is taken as `dead` is set.
@@ -243,11 +224,16 @@ impl FreeHandler for PinUsers {
             .stats
             .free_callbacks
             .fetch_add(1, Ordering::Relaxed);
-        if let Some(key) = self.key.copy() {
+        // Only callback pins have a free callback.
+        if let Some(key) = self.key(Mode::Callback, range) {
             drop(self.client.pins.remove(&key));
         }
         for user in list.iter() {
             user.invalidate();
         }
+    }
+
+    fn released(&self, range: GpuRange) {
+        self.client.stats.unpinned(range.len());
     }
 }

@@ -55,7 +55,7 @@ impl_list_item! {
 }
 
 pub(super) struct UserState {
-    pub(super) pin: Option<Arc<SharedPin>>,
+    pub(super) pin: Option<SharedPin>,
     pub(super) mapping: Option<Mapping>,
     /// The core's table and the SG list installed in it: freed from this record,
     /// since the core zeroes its table after an invalidation (abi.md 2.5).
@@ -78,7 +78,7 @@ impl User {
         addr: u64,
         len: u64,
         range: GpuRange,
-        pin: Option<Arc<SharedPin>>,
+        pin: Option<SharedPin>,
         error: Option<Error>,
     ) -> Result<ListArc<User>> {
         ListArc::pin_init(
@@ -157,7 +157,7 @@ impl User {
 
     /// Drops the DMA mapping and frees the SG list; hands back the pin (one lock
     /// round for all three).
-    pub(super) fn teardown(&self) -> Option<Arc<SharedPin>> {
+    pub(super) fn teardown(&self) -> Option<SharedPin> {
         let (mapping, sg, pin) = {
             let mut st = self.state.lock();
             (st.mapping.take(), st.sg.take(), st.pin.take())

@@ -2,6 +2,8 @@
 
 //! A GPU pin: its phases, the free callback, and the put (docs/pin-state-machine.md).
 
+use core::sync::atomic::{AtomicU32, Ordering};
+
 use kernel::{
     ffi::c_void,
     new_condvar, new_mutex,
@@ -61,10 +63,13 @@ impl NvP2p {
     /// Pins `range` persistently: the memory stays allocated until the pin is dropped,
     /// even if the process frees it. Uses the persistent pair where the driver has
     /// it, else `get_pages` with a NULL callback (drivers before 535.14, docs/abi.md 1.1).
-    pub(crate) fn pin_persistent(
+    /// `handler` is never called on a free (there is no callback), only
+    /// [`FreeHandler::released`] when the last owner lets go.
+    pub(crate) fn pin_persistent<T: FreeHandler>(
         nv: &Arc<NvP2p>,
         range: GpuRange,
-    ) -> Result<GpuPin<NoCallback>, PinError> {
+        handler: impl PinInit<T>,
+    ) -> Result<GpuPin<T>, PinError> {
         let (kind, ret, table) = {
             let mut table = core::ptr::null_mut();
             if let Some(api) = nv.persistent {
@@ -91,7 +96,7 @@ impl NvP2p {
             }
         };
         driver_result(ret).map_err(PinError::Driver)?;
-        let init = PinShared::new(nv.clone(), range, kind, NoCallback);
+        let init = PinShared::new(nv.clone(), range, kind, handler);
         let shared = match Arc::pin_init(init, GFP_KERNEL) {
             Ok(s) => s,
             Err(_) => {
@@ -145,19 +150,25 @@ impl NvP2p {
     }
 }
 
-/// What runs when the owning process frees pinned memory.
+/// What runs when the owning process frees pinned memory, and when a pin's last owner
+/// lets go of it.
 pub(crate) trait FreeHandler: Send + Sync + 'static {
-    /// Called from the driver's free callback, before the page table and its DMA
-    /// mappings are freed. It may sleep briefly; it must not wait for the GPU, and it
-    /// must not allocate. Every DMA mapping of the pin is dead once this returns.
-    fn on_free(&self);
+    /// Called from the driver's free callback of a callback pin of `range`, before the
+    /// page table and its DMA mappings are freed. It may sleep briefly; it must not
+    /// wait for the GPU, and it must not allocate. Every DMA mapping of the pin is dead
+    /// once this returns.
+    fn on_free(&self, range: GpuRange);
+
+    /// Called once, when the last [`GpuPin`] of `range` is dropped, after the pin was
+    /// put (or left to its callback, or found freed by one).
+    fn released(&self, _range: GpuRange) {}
 }
 
-/// The handler of persistent pins, which have no callback.
+/// A handler that does nothing.
 pub(crate) struct NoCallback;
 
 impl FreeHandler for NoCallback {
-    fn on_free(&self) {}
+    fn on_free(&self, _range: GpuRange) {}
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -337,6 +348,9 @@ pub(super) struct PinShared<T: FreeHandler> {
     pub(super) kind: PinKind,
     /// The process that pinned (the caller of `NvP2p::pin`).
     pub(super) owner: Owner,
+    /// How many [`GpuPin`] handles own the pin: the last one dropped unpins. The
+    /// `Arc` count is more, with the driver's `data` reference and DMA mappings.
+    owners: AtomicU32,
     #[pin]
     pub(super) state: Mutex<PinState>,
     #[pin]
@@ -357,6 +371,7 @@ impl<T: FreeHandler> PinShared<T> {
             range,
             kind,
             owner: Owner::current(),
+            owners: AtomicU32::new(1),
             state <- new_mutex!(PinState {
                 phase: Phase::Live,
                 table: Raw(core::ptr::null_mut()),
@@ -475,7 +490,7 @@ unsafe extern "C" fn free_callback<T: FreeHandler>(data: *mut c_void) {
         st.phase = Phase::Freed;
     }
     // No new driver call starts on the table from here on (`begin_call`).
-    shared.handler.on_free();
+    shared.handler.on_free(shared.range);
 
     let release = {
         let mut st = shared.state.lock();
@@ -508,11 +523,26 @@ unsafe extern "C" fn free_callback<T: FreeHandler>(data: *mut c_void) {
     }
 }
 
-/// A pinned range of GPU memory.
+/// A pinned range of GPU memory, owned by every clone of the handle.
 ///
-/// Dropping it unpins, unless a free callback already tore the pin down.
+/// Dropping the last clone unpins, unless a free callback already tore the pin down.
+///
+/// # Invariants
+///
+/// `shared.owners` counts the live handles of `shared`, this one included.
 pub(crate) struct GpuPin<T: FreeHandler> {
     pub(super) shared: Arc<PinShared<T>>,
+}
+
+impl<T: FreeHandler> Clone for GpuPin<T> {
+    fn clone(&self) -> Self {
+        // Relaxed, as for an `Arc`: the caller's handle keeps the pin owned meanwhile.
+        self.shared.owners.fetch_add(1, Ordering::Relaxed);
+        // INVARIANT: counted above.
+        GpuPin {
+            shared: self.shared.clone(),
+        }
+    }
 }
 
 impl<T: FreeHandler> GpuPin<T> {
@@ -530,10 +560,14 @@ impl<T: FreeHandler> GpuPin<T> {
     pub(crate) fn is_freed(&self) -> bool {
         self.shared.state.lock().phase == Phase::Freed
     }
-}
 
-impl<T: FreeHandler> Drop for GpuPin<T> {
-    fn drop(&mut self) {
+    /// Whether the pin is persistent (it has no free callback).
+    pub(crate) fn is_persistent(&self) -> bool {
+        self.shared.kind != PinKind::Callback
+    }
+
+    /// Unpins, as the last owner: puts the pin, or leaves it to its callback.
+    fn put_last(&self) {
         let s = &self.shared;
         let table = {
             let mut st = s.state.lock();
@@ -581,5 +615,17 @@ impl<T: FreeHandler> Drop for GpuPin<T> {
         // the table after put_pages returns.
         unsafe { s.nv.raw_put(s.kind, s.range, table) };
         s.finish_put();
+    }
+}
+
+impl<T: FreeHandler> Drop for GpuPin<T> {
+    fn drop(&mut self) {
+        // Release, and acquire for the last: as an `Arc`'s count, so that the last
+        // owner sees everything the others did with the pin.
+        if self.shared.owners.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        self.put_last();
+        self.shared.handler.released(self.shared.range);
     }
 }

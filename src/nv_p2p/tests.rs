@@ -13,7 +13,7 @@ use crate::range::GpuRange;
 #[kunit_tests(peermem_nv_p2p)]
 mod suite {
     use super::*;
-    use core::sync::atomic::{AtomicU32, Ordering};
+    use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
     use kernel::sync::Arc;
 
     #[test]
@@ -163,6 +163,9 @@ mod suite {
     // A stub driver: what its persistent get hands out is chosen per test.
     static MODE: AtomicU32 = AtomicU32::new(0);
     static PUTS: AtomicU32 = AtomicU32::new(0);
+    /// What the persistent get hands out in mode 2.
+    static GOOD_TABLE: AtomicPtr<bindings::nvidia_p2p_page_table> =
+        AtomicPtr::new(core::ptr::null_mut());
     static mut BAD_TABLE: bindings::nvidia_p2p_page_table = bindings::nvidia_p2p_page_table {
         version: 0x0009_0000,
         page_size: 1,
@@ -184,6 +187,8 @@ mod suite {
         let t = match MODE.load(Ordering::Relaxed) {
             // Success, but no table.
             0 => core::ptr::null_mut(),
+            // A valid table, set by the test.
+            2 => GOOD_TABLE.load(Ordering::Relaxed),
             // A table of an unknown version.
             _ => core::ptr::addr_of_mut!(BAD_TABLE),
         };
@@ -312,14 +317,14 @@ mod suite {
         MODE.store(0, Ordering::Relaxed);
         let puts = PUTS.load(Ordering::Relaxed);
         assert_eq!(
-            NvP2p::pin_persistent(&nv, range).err(),
+            NvP2p::pin_persistent(&nv, range, NoCallback).err(),
             Some(PinError::BadAnswer)
         );
         assert_eq!(PUTS.load(Ordering::Relaxed), puts);
         // A table of an unknown version: EIO, and the pin is given back.
         MODE.store(1, Ordering::Relaxed);
         assert_eq!(
-            NvP2p::pin_persistent(&nv, range).err(),
+            NvP2p::pin_persistent(&nv, range, NoCallback).err(),
             Some(PinError::BadAnswer)
         );
         assert_eq!(PUTS.load(Ordering::Relaxed), puts + 1);
@@ -328,6 +333,49 @@ mod suite {
             NvP2p::pin(&nv, range, NoCallback).err(),
             Some(PinError::Driver(ENOMEM))
         );
+        Ok(())
+    }
+
+    /// Counts the [`FreeHandler::released`] calls of its pins.
+    static RELEASED: AtomicU32 = AtomicU32::new(0);
+    struct CountReleases;
+
+    impl FreeHandler for CountReleases {
+        fn on_free(&self, _range: GpuRange) {}
+        fn released(&self, _range: GpuRange) {
+            RELEASED.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn a_shared_pin_is_put_once_when_its_last_owner_lets_go() -> Result {
+        let nv = Arc::new(
+            NvP2p::new(&stub_driver(true)).map_err(|_| EINVAL)?,
+            GFP_KERNEL,
+        )?;
+        let range = GpuRange::aligned(0x7f00_0000_0000, 0x1_0000).ok_or(EINVAL)?;
+        let mut t = table(0x0002_0000, 1)?;
+        GOOD_TABLE.store(&raw mut t.raw, Ordering::Relaxed);
+        MODE.store(2, Ordering::Relaxed);
+        let (puts, released) = (
+            PUTS.load(Ordering::Relaxed),
+            RELEASED.load(Ordering::Relaxed),
+        );
+        let pin = NvP2p::pin_persistent(&nv, range, CountReleases).map_err(Error::from)?;
+        // Three owners of one pin (a registry node and two registrations): the first
+        // two to let go neither put it nor release it.
+        let a = pin.clone();
+        let b = a.clone();
+        drop(pin);
+        drop(b);
+        assert_eq!(PUTS.load(Ordering::Relaxed), puts);
+        assert_eq!(RELEASED.load(Ordering::Relaxed), released);
+        assert!(!a.is_freed() && a.is_persistent());
+        drop(a);
+        assert_eq!(PUTS.load(Ordering::Relaxed), puts + 1);
+        assert_eq!(RELEASED.load(Ordering::Relaxed), released + 1);
+        GOOD_TABLE.store(core::ptr::null_mut(), Ordering::Relaxed);
+        drop(t);
         Ok(())
     }
 
