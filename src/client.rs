@@ -18,9 +18,8 @@ use core::sync::atomic::Ordering;
 
 use kernel::{
     list::ListArc,
-    mm::Mm,
     prelude::*,
-    sync::{aref::ARef, Arc, ArcBorrow, SetOnce},
+    sync::{Arc, ArcBorrow, SetOnce},
 };
 
 use crate::{
@@ -87,10 +86,11 @@ impl Client {
         self.shared.invalidator.populate(inv);
     }
 
-    /// Pins `range` anew for `space` in the client's mode and links the pin.
-    fn pin(&self, space: SpaceId, mm: ARef<Mm>, range: GpuRange) -> Result<SharedPin, PinError> {
+    /// Pins `range` anew in the client's mode and links the pin (under its owner: the
+    /// calling process).
+    fn pin(&self, range: GpuRange) -> Result<SharedPin, PinError> {
         let c = &self.shared;
-        let users = PinUsers::new(c.clone(), space, mm);
+        let users = PinUsers::new(c.clone());
         let pin = SharedPin {
             pin: match c.mode {
                 Mode::Callback => NvP2p::pin(&c.nv, range, users)?,
@@ -101,7 +101,7 @@ impl Client {
         c.stats.pinned(range.len());
         let key = c
             .pins
-            .insert(space, c.mode, pin.clone())
+            .insert(pin.space(), c.mode, pin.clone())
             .map_err(|_| PinError::NoMemory)?;
         pin.linked(&key);
         if pin.is_freed() {
@@ -158,13 +158,8 @@ impl Client {
     }
 
     /// Pins for a new user of `range` and attaches it.
-    fn pin_user(
-        &self,
-        user: ListArc<User>,
-        space: SpaceId,
-        mm: ARef<Mm>,
-    ) -> Result<Arc<User>, PinError> {
-        let pin = self.pin(space, mm, user.range)?;
+    fn pin_user(&self, user: ListArc<User>) -> Result<Arc<User>, PinError> {
+        let pin = self.pin(user.range)?;
         user.state.lock().pin = Some(pin.clone());
         let arc = user.clone_arc();
         if let Err(e) = Self::attach(&pin, user) {
@@ -178,7 +173,7 @@ impl Client {
 
     fn claim(&self, addr: u64, len: u64, range: GpuRange) -> Result<Option<Arc<User>>> {
         let c = &self.shared;
-        let Some((space, mm)) = current_space() else {
+        let Some(space) = current_space() else {
             // A kernel thread: not a process's GPU memory.
             return Ok(None);
         };
@@ -195,23 +190,22 @@ impl Client {
             }
         }
         let user = User::new(c, addr, len, range, None, None)?;
-        match self.pin_user(user, space, mm) {
+        match self.pin_user(user) {
             Ok(user) => Ok(Some(user)),
             Err(e) => self.pin_failed(addr, len, range, e),
         }
     }
 }
 
-/// The calling process's address space, if it has one.
-fn current_space() -> Option<(SpaceId, ARef<Mm>)> {
+/// The calling process's address space, if it has one (the mm is not held: a pin made
+/// from here holds it).
+fn current_space() -> Option<SpaceId> {
     let task = kernel::current!();
     let mm = task.mm()?;
-    let mm: ARef<Mm> = ARef::from(&**mm);
-    let id = SpaceId {
+    Some(SpaceId {
         mm: mm.as_raw() as usize,
         tgid: compat::tgid(task),
-    };
-    Some((id, mm))
+    })
 }
 
 impl PeerClient for Client {

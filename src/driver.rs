@@ -86,6 +86,8 @@ impl kernel::Module for PeerMem {
             );
             ENODEV
         })?;
+        // One driver table for every pin (each keeps a reference).
+        let nv = Arc::pin_init(nv, GFP_KERNEL)?;
         let core = PeerCore::new(&syms).map_err(|MissingSymbol(name)| {
             pr_err!(
                 "the RDMA peer-memory core is not loaded ({} unresolved): install MOFED/DOCA-OFED before the GPU driver, load its ib_core first, and build with KBUILD_EXTRA_SYMBOLS naming its Module.symvers\n",
@@ -99,8 +101,6 @@ impl kernel::Module for PeerMem {
             );
         }
 
-        // One driver table for every pin (each keeps a reference).
-        let nv = Arc::new(nv, GFP_KERNEL)?;
         let pins = Arc::pin_init(Registry::new(), GFP_KERNEL)?;
         let stats = Arc::new(Stats::default(), GFP_KERNEL)?;
         let persistent_client = |kind| {

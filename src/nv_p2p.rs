@@ -35,7 +35,10 @@
 
 use kernel::{
     ffi::{c_int, c_void},
+    mm::Mm,
+    new_condvar,
     prelude::*,
+    sync::{aref::ARef, CondVar},
 };
 
 use crate::bindings;
@@ -48,7 +51,7 @@ mod tests;
 
 pub(crate) use abi::driver_result;
 pub(crate) use mapping::DmaMapping;
-pub(crate) use pin::{FreeHandler, GpuPin, NoCallback};
+pub(crate) use pin::{FreeHandler, GpuPin, NoCallback, PinIdentity};
 
 /// Why a pin failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,12 +78,11 @@ impl From<PinError> for Error {
     }
 }
 
-/// The process a callback pin belongs to: its `mm_struct` (compared, never
-/// dereferenced; 0 for a kernel thread) and thread-group id, the identity nvidia.ko
-/// looks callback pins up by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The process a pin belongs to: its `mm_struct` (`None` for a kernel thread), held
+/// (mmgrab) so that its address is not handed to another process while the pin lives,
+/// and its thread-group id: the identity nvidia.ko looks callback pins up by.
 struct Owner {
-    mm: usize,
+    mm: Option<ARef<Mm>>,
     tgid: i32,
 }
 
@@ -89,9 +91,21 @@ impl Owner {
     fn current() -> Self {
         let task = kernel::current!();
         Owner {
-            mm: task.mm().map_or(0, |mm| mm.as_raw() as usize),
+            mm: task.mm().map(|mm| ARef::from(&**mm)),
             tgid: crate::compat::tgid(task),
         }
+    }
+
+    /// The `mm_struct`'s address (compared, never dereferenced; 0 for a kernel thread).
+    fn mm_addr(&self) -> usize {
+        self.mm.as_ref().map_or(0, |mm| mm.as_raw() as usize)
+    }
+
+    /// Whether the calling process is this one.
+    fn is_current(&self) -> bool {
+        let task = kernel::current!();
+        let mm = task.mm().map_or(0, |mm| mm.as_raw() as usize);
+        mm == self.mm_addr() && crate::compat::tgid(task) == self.tgid
     }
 }
 
@@ -138,12 +152,13 @@ struct PersistentApi {
     put: PutPagesPersistentFn,
 }
 
-/// nvidia.ko's functions, resolved when this module was loaded.
+/// nvidia.ko's functions, resolved when this module was loaded, and what every pin of
+/// this driver shares.
 ///
 /// # Invariants
 ///
 /// Each pointer is the driver's function with the signature the header declares.
-#[derive(Clone, Copy)]
+#[pin_data]
 pub(crate) struct NvP2p {
     get_pages: GetPagesFn,
     put_pages: PutPagesFn,
@@ -153,6 +168,11 @@ pub(crate) struct NvP2p {
     free_dma_mapping: FreeDmaMappingFn,
     /// `None` on drivers before 535.14 (docs/abi.md 1.1).
     persistent: Option<PersistentApi>,
+    /// Where tasks wait for a change of a pin's state (a call in flight ending, a
+    /// callback finishing): rare, so one queue for every pin instead of one each (24
+    /// bytes a pin); a waiter rechecks its own pin's state when woken.
+    #[pin]
+    idle: CondVar,
 }
 
 /// The first missing nvidia.ko function, by name.
@@ -166,21 +186,31 @@ fn required<F>(f: Option<F>, name: &'static str) -> Result<F, MissingSymbol> {
 
 impl NvP2p {
     /// Takes nvidia.ko's functions from the module's weak references.
-    pub(crate) fn new(syms: &bindings::peermem_symbols) -> Result<Self, MissingSymbol> {
+    pub(crate) fn new(
+        syms: &bindings::peermem_symbols,
+    ) -> Result<impl PinInit<Self>, MissingSymbol> {
+        let get_pages = required(syms.nv_get_pages, "nvidia_p2p_get_pages")?;
+        let put_pages = required(syms.nv_put_pages, "nvidia_p2p_put_pages")?;
+        let free_page_table = required(syms.nv_free_page_table, "nvidia_p2p_free_page_table")?;
+        let dma_map_pages = required(syms.nv_dma_map_pages, "nvidia_p2p_dma_map_pages")?;
+        let dma_unmap_pages = required(syms.nv_dma_unmap_pages, "nvidia_p2p_dma_unmap_pages")?;
+        let free_dma_mapping = required(syms.nv_free_dma_mapping, "nvidia_p2p_free_dma_mapping")?;
+        let persistent = match (syms.nv_get_pages_persistent, syms.nv_put_pages_persistent) {
+            (Some(get), Some(put)) => Some(PersistentApi { get, put }),
+            _ => None,
+        };
         // INVARIANT: the module loader resolved each weak reference to the export of
         // that name, declared in the header with this signature.
-        Ok(Self {
-            get_pages: required(syms.nv_get_pages, "nvidia_p2p_get_pages")?,
-            put_pages: required(syms.nv_put_pages, "nvidia_p2p_put_pages")?,
-            free_page_table: required(syms.nv_free_page_table, "nvidia_p2p_free_page_table")?,
-            dma_map_pages: required(syms.nv_dma_map_pages, "nvidia_p2p_dma_map_pages")?,
-            dma_unmap_pages: required(syms.nv_dma_unmap_pages, "nvidia_p2p_dma_unmap_pages")?,
-            free_dma_mapping: required(syms.nv_free_dma_mapping, "nvidia_p2p_free_dma_mapping")?,
-            persistent: match (syms.nv_get_pages_persistent, syms.nv_put_pages_persistent) {
-                (Some(get), Some(put)) => Some(PersistentApi { get, put }),
-                _ => None,
-            },
-        })
+        Ok(pin_init!(Self {
+            get_pages,
+            put_pages,
+            free_page_table,
+            dma_map_pages,
+            dma_unmap_pages,
+            free_dma_mapping,
+            persistent,
+            idle <- new_condvar!("peermem_pin_idle"),
+        }))
     }
 
     /// Whether the driver has the persistent pair (535.14 / 525.105.17 and later).

@@ -6,15 +6,14 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::{
     list::{List, ListArc},
-    mm::Mm,
     new_mutex,
     prelude::*,
-    sync::{aref::ARef, Arc, Mutex},
+    sync::{Arc, Mutex},
 };
 
 use super::{user::User, ClientShared};
 use crate::{
-    nv_p2p::{DmaMapping, FreeHandler, GpuPin, PinError},
+    nv_p2p::{DmaMapping, FreeHandler, GpuPin, PinError, PinIdentity},
     range::GpuRange,
     registry::{Entry, Mode, PinKey, SpaceId},
 };
@@ -36,6 +35,14 @@ pub(crate) struct SharedPin {
 const _: () = assert!(
     size_of::<SharedPin>() == size_of::<usize>(),
     "SharedPin must be one pointer"
+);
+
+// The pin's record with its `Arc` count fits a 192-byte allocation, with the locks as
+// production kernels lay them out (lock debugging makes every mutex larger).
+#[cfg(not(any(CONFIG_DEBUG_LOCK_ALLOC, CONFIG_DEBUG_MUTEXES, CONFIG_DEBUG_SPINLOCK)))]
+const _: () = assert!(
+    GpuPin::<PinUsers>::RECORD_BYTES <= 184,
+    "a pin's record must fit a 192-byte allocation"
 );
 
 impl SharedPin {
@@ -73,9 +80,14 @@ impl SharedPin {
         self.pin.is_freed()
     }
 
+    /// The address space that pinned: the pin's owner (the pin holds its mm).
+    pub(super) fn space(&self) -> SpaceId {
+        space_of(&self.pin.identity())
+    }
+
     /// The registry key, once linked.
     pub(crate) fn key(&self) -> Option<PinKey> {
-        self.info().key(self.mode(), self.range())
+        self.info().key(self.space(), self.mode(), self.range())
     }
 
     /// Writes the pin's line of the debugfs `pins` file.
@@ -90,7 +102,7 @@ impl SharedPin {
             Some(u) => (u.users.lock().count(), "callback"),
             None => (1, "persistent"),
         };
-        let space = self.info().space;
+        let space = self.space();
         writeln!(
             f,
             "{} {} {} {:#x} {:#x} {} {} {} {:016x}",
@@ -107,6 +119,14 @@ impl SharedPin {
     }
 }
 
+/// The address space a pin belongs to.
+fn space_of(pin: &PinIdentity) -> SpaceId {
+    SpaceId {
+        mm: pin.mm,
+        tgid: pin.tgid,
+    }
+}
+
 impl Entry for SharedPin {
     fn range(&self) -> GpuRange {
         SharedPin::range(self)
@@ -117,8 +137,9 @@ impl Entry for SharedPin {
     }
 }
 
-/// What the client keeps in a pin's record: its registry identity and, for a callback
-/// pin, the registrations using it (the free handler).
+/// What the client keeps in a pin's record: its registry id (the rest of the key is the
+/// pin's owner, mode and start) and, for a callback pin, the registrations using it
+/// (the free handler).
 ///
 /// # Invariants
 ///
@@ -126,29 +147,22 @@ impl Entry for SharedPin {
 #[pin_data]
 pub(crate) struct PinUsers {
     pub(super) client: Arc<ClientShared>,
-    pub(super) space: SpaceId,
-    /// The registry id, 0 until linked: the rest of the key is the space, the mode and
-    /// the start, so the record keeps eight bytes of it instead of a 32-byte key.
+    /// The registry id, 0 until linked: the rest of the key is the owner, the mode and
+    /// the start, so the record keeps eight bytes of it instead of a 32-byte key. The
+    /// pin holds its owner's `mm_struct`, so the key's address is not reused while
+    /// linked.
     id: AtomicU64,
-    /// Keeps the `mm_struct` (the key's address) from being reused while linked.
-    _mm: ARef<Mm>,
     #[pin]
     pub(super) users: Mutex<Users>,
 }
 
 impl PinUsers {
-    /// A pin of `space`, not linked, with no users yet.
-    pub(super) fn new(
-        client: Arc<ClientShared>,
-        space: SpaceId,
-        mm: ARef<Mm>,
-    ) -> impl PinInit<Self> {
+    /// A pin not linked, with no users yet.
+    pub(super) fn new(client: Arc<ClientShared>) -> impl PinInit<Self> {
         // INVARIANT: not linked, id 0.
         pin_init!(PinUsers {
             client,
-            space,
             id: AtomicU64::new(0),
-            _mm: mm,
             users <- new_mutex!(
                 Users {
                     dead: false,
@@ -159,11 +173,11 @@ impl PinUsers {
         })
     }
 
-    /// The registry key of the pin of `mode` and `range`, once linked.
-    fn key(&self, mode: Mode, range: GpuRange) -> Option<PinKey> {
+    /// The registry key of the pin of `space`, `mode` and `range`, once linked.
+    fn key(&self, space: SpaceId, mode: Mode, range: GpuRange) -> Option<PinKey> {
         match self.id.load(Ordering::Acquire) {
             0 => None,
-            id => Some(PinKey::new(self.space, mode, range.start(), id)),
+            id => Some(PinKey::new(space, mode, range.start(), id)),
         }
     }
 }
@@ -213,7 +227,7 @@ impl Users {
 }
 
 impl FreeHandler for PinUsers {
-    fn on_free(&self, range: GpuRange) {
+    fn on_free(&self, pin: PinIdentity) {
         let list = {
             let mut u = self.users.lock();
             // INVARIANT: the list is taken as `dead` is set.
@@ -225,7 +239,7 @@ impl FreeHandler for PinUsers {
             .free_callbacks
             .fetch_add(1, Ordering::Relaxed);
         // Only callback pins have a free callback.
-        if let Some(key) = self.key(Mode::Callback, range) {
+        if let Some(key) = self.key(space_of(&pin), Mode::Callback, pin.range) {
             drop(self.client.pins.remove(&key));
         }
         for user in list.iter() {
@@ -233,7 +247,7 @@ impl FreeHandler for PinUsers {
         }
     }
 
-    fn released(&self, range: GpuRange) {
-        self.client.stats.unpinned(range.len());
+    fn released(&self, pin: PinIdentity) {
+        self.client.stats.unpinned(pin.range.len());
     }
 }

@@ -6,9 +6,9 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use kernel::{
     ffi::c_void,
-    new_condvar, new_mutex,
+    new_mutex,
     prelude::*,
-    sync::{Arc, ArcBorrow, CondVar, Mutex, MutexGuard},
+    sync::{Arc, ArcBorrow, Mutex, MutexGuard},
 };
 
 use super::{
@@ -150,25 +150,34 @@ impl NvP2p {
     }
 }
 
+/// Which pin a handler is called for: its range and the process that pinned.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PinIdentity {
+    pub(crate) range: GpuRange,
+    /// The `mm_struct`'s address (compared, never dereferenced; 0 for a kernel thread).
+    pub(crate) mm: usize,
+    pub(crate) tgid: i32,
+}
+
 /// What runs when the owning process frees pinned memory, and when a pin's last owner
 /// lets go of it.
 pub(crate) trait FreeHandler: Send + Sync + 'static {
-    /// Called from the driver's free callback of a callback pin of `range`, before the
-    /// page table and its DMA mappings are freed. It may sleep briefly; it must not
-    /// wait for the GPU, and it must not allocate. Every DMA mapping of the pin is dead
-    /// once this returns.
-    fn on_free(&self, range: GpuRange);
+    /// Called from the driver's free callback of callback pin `pin`, before the page
+    /// table and its DMA mappings are freed. It may sleep briefly; it must not wait for
+    /// the GPU, and it must not allocate. Every DMA mapping of the pin is dead once
+    /// this returns.
+    fn on_free(&self, pin: PinIdentity);
 
-    /// Called once, when the last [`GpuPin`] of `range` is dropped, after the pin was
-    /// put (or left to its callback, or found freed by one).
-    fn released(&self, _range: GpuRange) {}
+    /// Called once, when the last [`GpuPin`] of `pin` is dropped, after the pin was put
+    /// (or left to its callback, or found freed by one).
+    fn released(&self, _pin: PinIdentity) {}
 }
 
 /// A handler that does nothing.
 pub(crate) struct NoCallback;
 
 impl FreeHandler for NoCallback {
-    fn on_free(&self, _range: GpuRange) {}
+    fn on_free(&self, _pin: PinIdentity) {}
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -347,14 +356,12 @@ pub(super) struct PinShared<T: FreeHandler> {
     pub(super) range: GpuRange,
     pub(super) kind: PinKind,
     /// The process that pinned (the caller of `NvP2p::pin`).
-    pub(super) owner: Owner,
+    owner: Owner,
     /// How many [`GpuPin`] handles own the pin: the last one dropped unpins. The
     /// `Arc` count is more, with the driver's `data` reference and DMA mappings.
     owners: AtomicU32,
     #[pin]
     pub(super) state: Mutex<PinState>,
-    #[pin]
-    pub(super) idle: CondVar,
     #[pin]
     pub(super) handler: T,
 }
@@ -383,9 +390,17 @@ impl<T: FreeHandler> PinShared<T> {
                 data_released: !matches!(kind, PinKind::Callback),
                 orphan: None,
             }, "peermem_pin_state"),
-            idle <- new_condvar!("peermem_pin_idle"),
             handler <- handler,
         })
+    }
+
+    /// The pin's range and owner.
+    fn identity(&self) -> PinIdentity {
+        PinIdentity {
+            range: self.range,
+            mm: self.owner.mm_addr(),
+            tgid: self.owner.tgid,
+        }
     }
 
     /// Takes the table `get_pages` returned, after checking it.
@@ -456,14 +471,14 @@ impl<T: FreeHandler> PinShared<T> {
         // Counted under the lock, and queued before the lock is dropped: a waker, which
         // holds the lock, sees the count whenever a waiter could miss its wake-up.
         st.waiters += 1;
-        self.idle.wait(st);
+        self.nv.idle.wait(st);
         st.waiters -= 1;
     }
 
     /// Wakes the tasks in [`PinShared::wait_idle`], if any (with the state lock held).
     fn wake_idle(&self, st: &PinState) {
         if st.waiters > 0 {
-            self.idle.notify_all();
+            self.nv.idle.notify_all();
         }
     }
 }
@@ -490,7 +505,7 @@ unsafe extern "C" fn free_callback<T: FreeHandler>(data: *mut c_void) {
         st.phase = Phase::Freed;
     }
     // No new driver call starts on the table from here on (`begin_call`).
-    shared.handler.on_free(shared.range);
+    shared.handler.on_free(shared.identity());
 
     let release = {
         let mut st = shared.state.lock();
@@ -546,6 +561,14 @@ impl<T: FreeHandler> Clone for GpuPin<T> {
 }
 
 impl<T: FreeHandler> GpuPin<T> {
+    /// The bytes of a pin's record with handler `T`, besides the `Arc`'s count (checked
+    /// by the client where locks have their production layout).
+    #[cfg_attr(
+        any(CONFIG_DEBUG_LOCK_ALLOC, CONFIG_DEBUG_MUTEXES, CONFIG_DEBUG_SPINLOCK),
+        expect(dead_code)
+    )]
+    pub(crate) const RECORD_BYTES: usize = size_of::<PinShared<T>>();
+
     /// The pinned range.
     pub(crate) fn range(&self) -> GpuRange {
         self.shared.range
@@ -559,6 +582,12 @@ impl<T: FreeHandler> GpuPin<T> {
     /// Whether a free callback has started: the memory is gone.
     pub(crate) fn is_freed(&self) -> bool {
         self.shared.state.lock().phase == Phase::Freed
+    }
+
+    /// The pin's range and the process that pinned. The pin holds that process's
+    /// `mm_struct` (mmgrab), so no other process gets its address while the pin lives.
+    pub(crate) fn identity(&self) -> PinIdentity {
+        self.shared.identity()
     }
 
     /// Whether the pin is persistent (it has no free callback).
@@ -584,7 +613,7 @@ impl<T: FreeHandler> GpuPin<T> {
             if st.phase != Phase::Live {
                 return;
             }
-            if matches!(s.kind, PinKind::Callback) && Owner::current() != s.owner {
+            if matches!(s.kind, PinKind::Callback) && !s.owner.is_current() {
                 // Outside the owning process nvidia.ko would not find the pin and
                 // answer 0, keeping it and its callback (abi.md 1.4b). Leave it to
                 // that callback: the driver keeps its `data` reference, and the module
@@ -626,6 +655,6 @@ impl<T: FreeHandler> Drop for GpuPin<T> {
             return;
         }
         self.put_last();
-        self.shared.handler.released(self.shared.range);
+        self.shared.handler.released(self.shared.identity());
     }
 }

@@ -300,15 +300,17 @@ mod suite {
             Some(MissingSymbol("nvidia_p2p_dma_unmap_pages"))
         );
         // The persistent pair is optional (drivers before 535.14).
-        let nv = NvP2p::new(&stub_driver(false));
-        assert!(nv.as_ref().is_ok_and(|nv| !nv.has_persistent_api()));
-        let nv = NvP2p::new(&stub_driver(true));
-        assert!(nv.as_ref().is_ok_and(|nv| nv.has_persistent_api()));
+        let with = |persistent| {
+            let nv = NvP2p::new(&stub_driver(persistent)).map_err(|_| EINVAL)?;
+            Ok::<_, Error>(Arc::pin_init(nv, GFP_KERNEL)?.has_persistent_api())
+        };
+        assert_eq!(with(false), Ok(false));
+        assert_eq!(with(true), Ok(true));
     }
 
     #[test]
     fn unusable_driver_answers_fail_cleanly() -> Result {
-        let nv = Arc::new(
+        let nv = Arc::pin_init(
             NvP2p::new(&stub_driver(true)).map_err(|_| EINVAL)?,
             GFP_KERNEL,
         )?;
@@ -341,15 +343,15 @@ mod suite {
     struct CountReleases;
 
     impl FreeHandler for CountReleases {
-        fn on_free(&self, _range: GpuRange) {}
-        fn released(&self, _range: GpuRange) {
+        fn on_free(&self, _pin: PinIdentity) {}
+        fn released(&self, _pin: PinIdentity) {
             RELEASED.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     #[test]
     fn a_shared_pin_is_put_once_when_its_last_owner_lets_go() -> Result {
-        let nv = Arc::new(
+        let nv = Arc::pin_init(
             NvP2p::new(&stub_driver(true)).map_err(|_| EINVAL)?,
             GFP_KERNEL,
         )?;
