@@ -157,18 +157,41 @@ impl Client {
         ))
     }
 
-    /// Pins for a new user of `range` and attaches it.
-    fn pin_user(&self, user: ListArc<User>) -> Result<Arc<User>, PinError> {
-        let pin = self.pin(user.range)?;
-        user.state.lock().pin = Some(pin.clone());
-        let arc = user.clone_arc();
-        if let Err(e) = Self::attach(&pin, user) {
-            // Freed right after pinning.
-            arc.state.lock().pin = None;
-            self.detach(&pin, &arc);
-            return Err(e);
+    /// Unlinks `pin` unless a registration uses it (a user could not be made for it).
+    fn unlink_unless_used(&self, pin: &SharedPin) {
+        let used = pin.users().is_some_and(|u| !u.users.lock().list.is_empty());
+        if !used {
+            if let Some(k) = pin.key() {
+                drop(self.shared.pins.remove(&k));
+            }
         }
-        Ok(arc)
+    }
+
+    /// A user of `pin` for the registration, attached to it: `Ok(Err(_))` if the pin's
+    /// memory is being freed (the user is dropped, and the pin unlinked when nobody else
+    /// uses it).
+    fn attach_user(
+        &self,
+        addr: u64,
+        len: u64,
+        range: GpuRange,
+        pin: SharedPin,
+    ) -> Result<Result<Arc<User>, PinError>> {
+        let user = match User::new(&self.shared, addr, len, range, Some(pin.clone()), None) {
+            Ok(user) => user,
+            Err(e) => {
+                self.unlink_unless_used(&pin);
+                return Err(e);
+            }
+        };
+        let arc = user.clone_arc();
+        Ok(match Self::attach(&pin, user) {
+            Ok(()) => Ok(arc),
+            Err(e) => {
+                self.detach(&pin, &arc);
+                Err(e)
+            }
+        })
     }
 
     fn claim(&self, addr: u64, len: u64, range: GpuRange) -> Result<Option<Arc<User>>> {
@@ -179,18 +202,18 @@ impl Client {
         };
         if c.mode == Mode::Callback {
             if let Some(pin) = c.pins.find_covering(space, Mode::Callback, range) {
-                let user = User::new(c, addr, len, range, Some(pin.clone()), None)?;
-                let arc = user.clone_arc();
-                if Self::attach(&pin, user).is_ok() {
+                if let Ok(user) = self.attach_user(addr, len, range, pin)? {
                     c.stats.pin_reuses.fetch_add(1, Ordering::Relaxed);
-                    return Ok(Some(arc));
+                    return Ok(Some(user));
                 }
                 // Freed meanwhile: pin anew below.
-                arc.state.lock().pin = None;
             }
         }
-        let user = User::new(c, addr, len, range, None, None)?;
-        match self.pin_user(user) {
+        let attached = match self.pin(range) {
+            Ok(pin) => self.attach_user(addr, len, range, pin)?,
+            Err(e) => Err(e),
+        };
+        match attached {
             Ok(user) => Ok(Some(user)),
             Err(e) => self.pin_failed(addr, len, range, e),
         }
@@ -238,7 +261,7 @@ impl PeerClient for Client {
         if let Some(e) = user.error {
             return Err(e);
         }
-        let pin = user.state.lock().pin.clone().ok_or(EFAULT)?;
+        let pin = user.pin.as_ref().ok_or(EFAULT)?;
         match pin.users() {
             Some(u) => {
                 // Under the users lock, so a free callback either sees this context
@@ -271,7 +294,7 @@ impl PeerClient for Client {
         let peer = dev
             .pci_function()
             .ok_or_else(|| refuse(Refusal::NotPci, compat::eopnotsupp()))?;
-        let pin = user.state.lock().pin.clone().ok_or(EFAULT)?;
+        let pin = user.pin.as_ref().ok_or(EFAULT)?;
         let max_seg = u64::from(peer.max_segment_size());
         let (pin_range, range) = (pin.range(), user.range);
         // The SG list is built from the driver's addresses in place, in one allocation.
@@ -323,10 +346,13 @@ impl PeerClient for Client {
             let mut gate = user.gate.lock();
             gate.released = true;
         }
-        if let Some(pin) = user.teardown() {
-            self.detach(&pin, &user);
-            drop(pin);
+        user.teardown();
+        if let Some(pin) = &user.pin {
+            self.detach(pin, &user);
         }
         self.shared.stats.releases.fetch_add(1, Ordering::Relaxed);
+        // The core's reference is the last (the users list let go of its own in
+        // `detach`, unless a free callback still walks it): dropping it drops the
+        // registration's pin handle, and the last owner unpins, outside the gate.
     }
 }

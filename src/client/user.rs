@@ -24,6 +24,10 @@ pub(super) const NO_CONTEXT: u64 = u64::MAX;
 /// One registration (the core's client context).
 #[pin_data]
 pub(crate) struct User {
+    /// The pin it uses, from acquire on (`None` for a registration claimed with an
+    /// error); never changed, so read without a lock. Declared first, so dropped
+    /// before the module reference: the last owner's put runs in this module.
+    pub(super) pin: Option<SharedPin>,
     pub(super) client: Arc<ClientShared>,
     /// Every live registration holds the module: rmmod fails with "in use" instead
     /// of blocking in the core's unregistration (abi.md 3).
@@ -55,7 +59,6 @@ impl_list_item! {
 }
 
 pub(super) struct UserState {
-    pub(super) pin: Option<SharedPin>,
     pub(super) mapping: Option<Mapping>,
     /// The core's table and the SG list installed in it: freed from this record,
     /// since the core zeroes its table after an invalidation (abi.md 2.5).
@@ -83,6 +86,7 @@ impl User {
     ) -> Result<ListArc<User>> {
         ListArc::pin_init(
             try_pin_init!(User {
+                pin,
                 client: client.clone(),
                 _module: ModuleRef::new(),
                 // `range` covers `addr`, so the offset is below one 64 KiB page.
@@ -91,7 +95,7 @@ impl User {
                 range,
                 error,
                 core_context: AtomicU64::new(NO_CONTEXT),
-                state <- new_mutex!(UserState { pin, mapping: None, sg: None }, "peermem_user_state"),
+                state <- new_mutex!(UserState { mapping: None, sg: None }, "peermem_user_state"),
                 gate <- new_mutex!(Gate { released: false, invalidated: false }, "peermem_user_gate"),
                 links <- ListLinks::new(),
             }),
@@ -155,15 +159,13 @@ impl User {
         }
     }
 
-    /// Drops the DMA mapping and frees the SG list; hands back the pin (one lock
-    /// round for all three).
-    pub(super) fn teardown(&self) -> Option<SharedPin> {
-        let (mapping, sg, pin) = {
+    /// Drops the DMA mapping and frees the SG list (one lock round for both).
+    pub(super) fn teardown(&self) {
+        let (mapping, sg) = {
             let mut st = self.state.lock();
-            (st.mapping.take(), st.sg.take(), st.pin.take())
+            (st.mapping.take(), st.sg.take())
         };
         drop(mapping);
         self.free_sg(sg);
-        pin
     }
 }

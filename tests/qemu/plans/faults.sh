@@ -33,17 +33,18 @@ FKMSG=/tmp/peermem-faults.kmsg
 # what is allocated: UniqueArc<User>::new_uninit, RBTreeNode<PinKey, ...>::new),
 # OWNER the innermost frame of peermem's own code (a Rust path of the peermem crate,
 # or a glue.c function). A registration in callback mode allocates at these sites
-# only: the core carries the user itself as its context, a pin's users are linked
-# through the users (kernel::list), a pin's first DMA mapping is recorded in place,
+# only: the core carries the user itself as its context, a pin is one record (the
+# registry and the users hold handles of it; both modes' records hold the client's
+# PinUsers, and both pinning functions are inlined into acquire, so one site counts
+# the pin records of both modes: the suite registers in both), a pin's users are
+# linked through the users (kernel::list), a pin's first DMA mapping is recorded in place,
 # and the SG list is built from the driver's addresses in place, in one allocation.
 # Module init and debugfs allocate too, but only at load, outside the suite; the
 # reference strategy (the drop-in's probe pin) is not run either.
 FAULT_SITES='
 client::User::new(ListArc<User>)                ^[^|]*9UniqueArc[^|]*4User
-client::Client::pin(Arc<SharedPin>)             ^[^|]*8ArcInner[^|]*9SharedPin
 registry::Registry::insert(RBTreeNode)          ^[^|]*10RBTreeNode
-nv_p2p::NvP2p::pin(Arc<PinShared<PinUsers>>)    ^[^|]*9PinShared[^|]*8PinUsers
-nv_p2p::NvP2p::pin_persistent(Arc<PinShared>)   ^[^|]*9PinShared[^|]*10NoCallback
+nv_p2p::NvP2p::pin{,_persistent}(Arc<PinShared<PinUsers>>) ^[^|]*9PinShared[^|]*8PinUsers
 glue.c:peermem_sg_alloc(sg_alloc_table)         [|]peermem_sg_alloc$
 '
 
