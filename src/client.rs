@@ -18,8 +18,9 @@ use core::sync::atomic::Ordering;
 
 use kernel::{
     list::ListArc,
+    new_condvar,
     prelude::*,
-    sync::{Arc, ArcBorrow, SetOnce},
+    sync::{Arc, ArcBorrow, CondVar, SetOnce},
 };
 
 use crate::{
@@ -44,6 +45,7 @@ use user::User;
 pub(crate) type Pins = Registry<SharedPin>;
 
 /// What every part of a client shares.
+#[pin_data]
 struct ClientShared {
     nv: Arc<NvP2p>,
     mode: Mode,
@@ -51,6 +53,10 @@ struct ClientShared {
     pins: Arc<Pins>,
     stats: Arc<Stats>,
     invalidator: SetOnce<Invalidator>,
+    /// Where a release waits for an invalidation of its registration to return (rare:
+    /// one condition for every registration instead of a lock in each).
+    #[pin]
+    released: CondVar,
 }
 
 /// A peer-memory client of one mode.
@@ -67,15 +73,16 @@ impl Client {
         pins: Arc<Pins>,
         stats: Arc<Stats>,
     ) -> Result<Arc<Client>> {
-        let shared = Arc::new(
-            ClientShared {
+        let shared = Arc::pin_init(
+            pin_init!(ClientShared {
                 nv,
                 mode,
                 kind,
                 pins,
                 stats,
                 invalidator: SetOnce::new(),
-            },
+                released <- new_condvar!("peermem_release"),
+            }),
             GFP_KERNEL,
         )?;
         Ok(Arc::new(Client { shared }, GFP_KERNEL)?)
@@ -152,9 +159,7 @@ impl Client {
             // Counted and logged, then "not mine", as nvidia-peermem answers.
             return Ok(None);
         }
-        Ok(Some(
-            User::new(c, addr, len, range, None, Some(err))?.into_arc(),
-        ))
+        Ok(Some(User::new(addr, len, range, Err(err))?.into_arc()))
     }
 
     /// Unlinks `pin` unless a registration uses it (a user could not be made for it).
@@ -177,7 +182,7 @@ impl Client {
         range: GpuRange,
         pin: SharedPin,
     ) -> Result<Result<Arc<User>, PinError>> {
-        let user = match User::new(&self.shared, addr, len, range, Some(pin.clone()), None) {
+        let user = match User::new(addr, len, range, Ok(pin.clone())) {
             Ok(user) => user,
             Err(e) => {
                 self.unlink_unless_used(&pin);
@@ -192,6 +197,20 @@ impl Client {
                 Err(e)
             }
         })
+    }
+
+    /// Drops a registration's DMA mapping (which unmaps) and frees its SG list, taken
+    /// out of its state.
+    fn drop_mapped(&self, (mapping, sg): (Option<shared_pin::Mapping>, Option<(SgHead, SgList)>)) {
+        drop(mapping);
+        if let Some((mut head, list)) = sg {
+            head.uninstall(&list);
+            drop(list);
+            self.shared
+                .stats
+                .sg_lists_now
+                .fetch_sub(1, Ordering::Relaxed);
+        }
     }
 
     fn claim(&self, addr: u64, len: u64, range: GpuRange) -> Result<Option<Arc<User>>> {
@@ -258,10 +277,9 @@ impl PeerClient for Client {
     }
 
     fn get_pages(&self, user: ArcBorrow<'_, User>, _write: bool, core_context: u64) -> Result {
-        if let Some(e) = user.error {
-            return Err(e);
-        }
-        let pin = user.pin.as_ref().ok_or(EFAULT)?;
+        let Some(pin) = user.pin.as_ref() else {
+            return Err(user.error().unwrap_or(EFAULT));
+        };
         match pin.users() {
             Some(u) => {
                 // Under the users lock, so a free callback either sees this context
@@ -272,7 +290,7 @@ impl PeerClient for Client {
                     return Err(self.shared.stats.refuse(
                         Refusal::Freed,
                         user.addr(),
-                        user.len,
+                        user.len(),
                         EFAULT,
                     ));
                 }
@@ -290,7 +308,7 @@ impl PeerClient for Client {
         dev: DmaDevice<'_>,
     ) -> Result<u32> {
         let stats = &self.shared.stats;
-        let refuse = |why, e| stats.refuse(why, user.addr(), user.len, e);
+        let refuse = |why, e| stats.refuse(why, user.addr(), user.len(), e);
         let peer = dev
             .pci_function()
             .ok_or_else(|| refuse(Refusal::NotPci, compat::eopnotsupp()))?;
@@ -313,23 +331,26 @@ impl PeerClient for Client {
         sg.install(&list);
         stats.sg_lists_now.fetch_add(1, Ordering::Relaxed);
         let n = list.len();
-        let mut st = user.state.lock();
-        st.mapping = Some(mapping);
-        st.sg = Some((sg, list));
+        // The core maps a region once; whatever an earlier call left is dropped after
+        // the lock (an unmap may sleep).
+        let earlier = {
+            let mut st = user.state.lock();
+            (st.mapping.replace(mapping), st.sg.replace((sg, list)))
+        };
+        self.drop_mapped(earlier);
         Ok(n)
     }
 
     fn dma_unmap(&self, user: ArcBorrow<'_, User>, sg: SgHead) {
-        // No gate here (see `Gate`): the state lock alone decides which of this and
-        // an INVALIDATE_UNMAPS invalidation drops the mapping; the plain client's
-        // unmap runs nested in its invalidation.
+        // Never waits for an invalidation (see `UserState`): the state lock alone
+        // decides which of this and an INVALIDATE_UNMAPS invalidation drops the
+        // mapping; the plain client's unmap runs nested in its invalidation.
         let (mapping, list) = {
             let mut st = user.state.lock();
             let ours = st.sg.as_ref().is_some_and(|(head, _)| head.is(&sg));
             (st.mapping.take(), if ours { st.sg.take() } else { None })
         };
-        drop(mapping);
-        user.free_sg(list);
+        self.drop_mapped((mapping, list));
     }
 
     fn put_pages(&self, user: ArcBorrow<'_, User>, sg: SgHead) {
@@ -342,17 +363,14 @@ impl PeerClient for Client {
     }
 
     fn release(&self, user: Arc<User>) {
-        {
-            let mut gate = user.gate.lock();
-            gate.released = true;
-        }
-        user.teardown();
+        self.drop_mapped(user.release(&self.shared));
         if let Some(pin) = &user.pin {
             self.detach(pin, &user);
         }
         self.shared.stats.releases.fetch_add(1, Ordering::Relaxed);
         // The core's reference is the last (the users list let go of its own in
         // `detach`, unless a free callback still walks it): dropping it drops the
-        // registration's pin handle, and the last owner unpins, outside the gate.
+        // registration's pin handle, and the last owner unpins, outside every lock of
+        // the registration.
     }
 }

@@ -6,9 +6,9 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::{
     list::{List, ListArc},
-    new_mutex,
+    new_spinlock,
     prelude::*,
-    sync::{Arc, Mutex},
+    sync::{Arc, SpinLock},
 };
 
 use super::{user::User, ClientShared};
@@ -152,8 +152,9 @@ pub(crate) struct PinUsers {
     /// pin holds its owner's `mm_struct`, so the key's address is not reused while
     /// linked.
     id: AtomicU64,
+    /// A spinlock: what it guards is a flag and list links, changed without sleeping.
     #[pin]
-    pub(super) users: Mutex<Users>,
+    pub(super) users: SpinLock<Users>,
 }
 
 impl PinUsers {
@@ -163,7 +164,7 @@ impl PinUsers {
         pin_init!(PinUsers {
             client,
             id: AtomicU64::new(0),
-            users <- new_mutex!(
+            users <- new_spinlock!(
                 Users {
                     dead: false,
                     list: List::new(),
@@ -243,7 +244,7 @@ impl FreeHandler for PinUsers {
             drop(self.client.pins.remove(&key));
         }
         for user in list.iter() {
-            user.invalidate();
+            user.invalidate(&self.client);
         }
     }
 

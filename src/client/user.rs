@@ -6,9 +6,9 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::{
     list::{impl_list_arc_safe, impl_list_item, ListArc, ListLinks},
-    new_mutex,
+    new_spinlock,
     prelude::*,
-    sync::{Arc, Mutex},
+    sync::SpinLock,
 };
 
 use super::{shared_pin::Mapping, ClientShared, SharedPin};
@@ -22,33 +22,43 @@ use crate::{
 pub(super) const NO_CONTEXT: u64 = u64::MAX;
 
 /// One registration (the core's client context).
+///
+/// # Invariants
+///
+/// - `head` and `tail` are below one 64 KiB page, and `head + tail < range.len()`: the
+///   registration is `[range.start() + head, range.end() - tail)`.
+/// - `pin` is `None` exactly when `state.error` is set.
 #[pin_data]
 pub(crate) struct User {
     /// The pin it uses, from acquire on (`None` for a registration claimed with an
     /// error); never changed, so read without a lock. Declared first, so dropped
     /// before the module reference: the last owner's put runs in this module.
     pub(super) pin: Option<SharedPin>,
-    pub(super) client: Arc<ClientShared>,
     /// Every live registration holds the module: rmmod fails with "in use" instead
     /// of blocking in the core's unregistration (abi.md 3).
-    pub(super) _module: ModuleRef,
-    /// Where the registration starts within the first page of `range` (the address is
-    /// `range.start() + offset`: four bytes instead of eight keep the record within a
-    /// 192-byte allocation).
-    offset: u32,
-    pub(super) len: u64,
+    _module: ModuleRef,
+    /// The 64 KiB pages the registration covers.
     pub(super) range: GpuRange,
-    /// Why the pin failed in `acquire` (reported by `get_pages`).
-    pub(super) error: Option<Error>,
+    /// Bytes of the first page before the registration, and of the last page after it
+    /// (two bytes each instead of an address and a length: the record fits a 128-byte
+    /// allocation).
+    head: u16,
+    tail: u16,
     pub(super) core_context: AtomicU64,
     #[pin]
-    pub(super) state: Mutex<UserState>,
-    #[pin]
-    pub(super) gate: Mutex<Gate>,
+    pub(super) state: SpinLock<UserState>,
     /// Its place among the users of its pin (`Users`).
     #[pin]
     links: ListLinks,
 }
+
+// The record with its `Arc` count fits a 128-byte allocation, with the locks as
+// production kernels lay them out (lock debugging makes every lock larger).
+#[cfg(not(any(CONFIG_DEBUG_LOCK_ALLOC, CONFIG_DEBUG_MUTEXES, CONFIG_DEBUG_SPINLOCK)))]
+const _: () = assert!(
+    size_of::<User>() <= 120,
+    "a registration's record must fit a 128-byte allocation"
+);
 
 // The one `ListArc` of a user is made with it and handed to its pin's users list.
 impl_list_arc_safe! {
@@ -58,45 +68,78 @@ impl_list_item! {
     impl ListItem<0> for User { using ListLinks { self.links }; }
 }
 
+/// What a registration changes after it is made: its mapping and SG list, and where it
+/// is in its invalidation and release.
+///
+/// A spinlock: nothing sleeps under it (mappings and SG lists are taken out and dropped
+/// after it). Never held by `dma_unmap`/`put_pages` beyond taking them out, so the core
+/// may call those under a region's mapping lock (after a failed `dma_map`, with the
+/// region still findable) while an invalidation waits for that lock (abi.md 2.5).
 pub(super) struct UserState {
     pub(super) mapping: Option<Mapping>,
     /// The core's table and the SG list installed in it: freed from this record,
     /// since the core zeroes its table after an invalidation (abi.md 2.5).
     pub(super) sg: Option<(SgHead, SgList)>,
-}
-
-/// Held around an invalidation and around release, so that the two never overlap.
-///
-/// Never taken by `dma_unmap`/`put_pages`: the core may call those under a region's
-/// mapping lock (after a failed `dma_map`, with the region still findable), while an
-/// invalidation holding the gate waits for that lock (abi.md 2.5).
-pub(super) struct Gate {
-    pub(super) released: bool,
-    pub(super) invalidated: bool,
+    /// Why the pin failed in `acquire` (reported by `get_pages`); set at creation.
+    error: Option<Error>,
+    /// The core released the registration: no invalidation starts after.
+    released: bool,
+    /// An invalidation started (there is one at most).
+    invalidated: bool,
+    /// An invalidation is calling the core: release waits until it returns, so that the
+    /// core's context outlives the call.
+    invalidating: bool,
+    /// A release waits on the client's `released` condition for `invalidating` to clear.
+    waiting: bool,
 }
 
 impl User {
+    /// A registration of `[addr, addr + len)`, which `range` covers, using `pin`, or
+    /// claimed with the error its pin failed with.
     pub(super) fn new(
-        client: &Arc<ClientShared>,
         addr: u64,
         len: u64,
         range: GpuRange,
-        pin: Option<SharedPin>,
-        error: Option<Error>,
+        pin: Result<SharedPin, Error>,
     ) -> Result<ListArc<User>> {
+        // `range` covers `[addr, addr + len)`, so both margins are below one page and
+        // together below the range's length.
+        let head = addr.checked_sub(range.start()).ok_or(EINVAL)?;
+        let tail = range
+            .end()
+            .checked_sub(addr)
+            .and_then(|n| n.checked_sub(len))
+            .ok_or(EINVAL)?;
+        let (head, tail) = (
+            u16::try_from(head).map_err(|_| EINVAL)?,
+            u16::try_from(tail).map_err(|_| EINVAL)?,
+        );
+        let (pin, error) = match pin {
+            Ok(pin) => (Some(pin), None),
+            Err(e) => (None, Some(e)),
+        };
         ListArc::pin_init(
+            // INVARIANT: the margins were checked above (`len` is not 0, so they sum to
+            // less than the range's length); `pin` is `None` exactly when `error` is set.
             try_pin_init!(User {
                 pin,
-                client: client.clone(),
                 _module: ModuleRef::new(),
-                // `range` covers `addr`, so the offset is below one 64 KiB page.
-                offset: u32::try_from(addr.saturating_sub(range.start())).unwrap_or(0),
-                len,
                 range,
-                error,
+                head,
+                tail,
                 core_context: AtomicU64::new(NO_CONTEXT),
-                state <- new_mutex!(UserState { mapping: None, sg: None }, "peermem_user_state"),
-                gate <- new_mutex!(Gate { released: false, invalidated: false }, "peermem_user_gate"),
+                state <- new_spinlock!(
+                    UserState {
+                        mapping: None,
+                        sg: None,
+                        error,
+                        released: false,
+                        invalidated: false,
+                        invalidating: false,
+                        waiting: false,
+                    },
+                    "peermem_user_state"
+                ),
                 links <- ListLinks::new(),
             }),
             GFP_KERNEL,
@@ -105,67 +148,78 @@ impl User {
 
     /// The registered address, as the application gave it.
     pub(super) fn addr(&self) -> u64 {
-        self.range.start() + u64::from(self.offset)
+        self.range.start() + u64::from(self.head)
     }
 
-    /// Invalidates the registration through the core (from the free callback): once,
-    /// and never after its release.
-    pub(super) fn invalidate(&self) {
+    /// The registered length, as the application gave it.
+    pub(super) fn len(&self) -> u64 {
+        // Never wraps: `head + tail < range.len()` (type invariant).
+        self.range.len() - u64::from(self.head) - u64::from(self.tail)
+    }
+
+    /// Why the registration was claimed without a pin, if it was.
+    pub(super) fn error(&self) -> Option<Error> {
+        if self.pin.is_some() {
+            return None;
+        }
+        self.state.lock().error
+    }
+
+    /// Invalidates the registration through the core (from the free callback of the
+    /// pin of client `c`): once, and never after its release.
+    pub(super) fn invalidate(&self, c: &ClientShared) {
         let cc = self.core_context.load(Ordering::Acquire);
         if cc == NO_CONTEXT {
             // Not past get_pages: it sees the pin dead and fails.
             return;
         }
-        let mut gate = self.gate.lock();
-        if gate.released || gate.invalidated {
-            return;
+        {
+            let mut st = self.state.lock();
+            if st.released || st.invalidated {
+                return;
+            }
+            st.invalidated = true;
+            st.invalidating = true;
         }
-        gate.invalidated = true;
-        if let Some(inv) = self.client.invalidator.as_ref() {
-            // SAFETY: this registration's context is not released: `gate.released` is
-            // false, and `release` waits for the gate this holds.
+        if let Some(inv) = c.invalidator.as_ref() {
+            // SAFETY: this registration's context is not released: `released` was
+            // false under the state lock when `invalidating` was set, and `release`
+            // waits for `invalidating` to clear before the core frees the context.
             match unsafe { inv.invalidate(cc) } {
                 Ok(()) => {
-                    self.client
-                        .stats
-                        .invalidations
-                        .fetch_add(1, Ordering::Relaxed);
+                    c.stats.invalidations.fetch_add(1, Ordering::Relaxed);
                 }
                 Err(e) => pr_warn!("invalidation of core context {} failed: {:?}\n", cc, e),
             }
         }
-        if self.client.kind == ClientKind::InvalidateUnmaps {
+        if c.kind == ClientKind::InvalidateUnmaps {
             // The core will not unmap an invalidated region: unmap it now. The driver
             // frees the DMA mapping itself once the callback returns. The SG list
             // stays until dma_unmap, put_pages or release: when deregistration won
             // the race, the core still restores its trimmed entries and unmaps.
             // Taken under the state lock, so that exactly one of this and the core's
-            // dma_unmap drops it.
+            // dma_unmap drops it; dropped before release may go on.
             let mapping = self.state.lock().mapping.take();
             drop(mapping);
         }
-        drop(gate);
-    }
-
-    /// Frees an SG list this registration built.
-    pub(super) fn free_sg(&self, sg: Option<(SgHead, SgList)>) {
-        if let Some((mut head, list)) = sg {
-            head.uninstall(&list);
-            drop(list);
-            self.client
-                .stats
-                .sg_lists_now
-                .fetch_sub(1, Ordering::Relaxed);
+        let mut st = self.state.lock();
+        st.invalidating = false;
+        if st.waiting {
+            c.released.notify_all();
         }
     }
 
-    /// Drops the DMA mapping and frees the SG list (one lock round for both).
-    pub(super) fn teardown(&self) {
-        let (mapping, sg) = {
-            let mut st = self.state.lock();
-            (st.mapping.take(), st.sg.take())
-        };
-        drop(mapping);
-        self.free_sg(sg);
+    /// Marks the registration released (no invalidation starts after), waits for an
+    /// invalidation in progress to return, and takes the mapping and SG list out for the
+    /// caller to drop: one lock round.
+    pub(super) fn release(&self, c: &ClientShared) -> (Option<Mapping>, Option<(SgHead, SgList)>) {
+        let mut st = self.state.lock();
+        st.released = true;
+        while st.invalidating {
+            st.waiting = true;
+            c.released.wait(&mut st);
+        }
+        st.waiting = false;
+        (st.mapping.take(), st.sg.take())
     }
 }

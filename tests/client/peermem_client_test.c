@@ -756,6 +756,7 @@ static void free_invalidates_each_registration_once(struct kunit *test)
 struct race {
 	struct job g, h;	/* the concurrent actions */
 	u64 old;		/* a hit counter before the race */
+	bool h_waited;		/* r->h had not returned while r->g was parked */
 };
 
 /* The environment of a race: a process owning 1 MiB that r->g frees. */
@@ -935,7 +936,9 @@ static void orch_dereg_in_invalidate(struct job *j)
 		ret = fake_core_pause_wait(FAKE_CORE_PAUSE_IN_INVALIDATE, 5000);
 	if (!ret)
 		ret = job_start(&r->h);	/* deregister meanwhile */
-	msleep(50);
+	/* Time enough for the deregistration to reach release, which must wait. */
+	msleep(200);
+	r->h_waited = !ret && !completion_done(&r->h.done);
 	fake_core_pause_release(FAKE_CORE_PAUSE_IN_INVALIDATE);
 	ret = finish(&r->g, ret);
 	j->ret = finish(&r->h, ret);
@@ -961,6 +964,8 @@ static void race_deregistration_while_callback_is_in_invalidate(struct kunit *te
 	KUNIT_ASSERT_EQ(test, job_start(&f), 0);
 	race_joined(test, &f, &r);
 	KUNIT_EXPECT_EQ(test, fake_core_pause_hits(FAKE_CORE_PAUSE_IN_INVALIDATE), hits + 1);
+	KUNIT_EXPECT_TRUE_MSG(test, r.h_waited,
+			      "deregistration returned while the callback was in invalidate");
 	env_end(&e);
 }
 
