@@ -110,8 +110,7 @@ impl Client {
             .pins
             .insert(pin.space(), c.mode, pin.clone())
             .map_err(|_| PinError::NoMemory)?;
-        pin.linked(&key);
-        if pin.is_freed() {
+        if !pin.linked(&key) {
             // Freed before its key was known to the callback: unlink here.
             drop(c.pins.remove(&key));
         }

@@ -61,9 +61,15 @@ impl SharedPin {
 
     /// Records the key the registry linked the pin under (once): `Client::pin` links it
     /// under its space, mode and start, which [`SharedPin::key`] rebuilds the key from.
-    pub(super) fn linked(&self, key: &PinKey) {
-        // INVARIANT: registry ids are never 0, and the pin is linked once (`Client::pin`).
-        self.info().id.store(key.id(), Ordering::Release);
+    /// `false` if the free callback came first: it could not unlink the pin, so the
+    /// caller does.
+    pub(super) fn linked(&self, key: &PinKey) -> bool {
+        // INVARIANT: registry ids are neither 0 nor `UNLINKED`, and the pin is linked
+        // once (`Client::pin`); the id is set only over 0.
+        self.info()
+            .id
+            .compare_exchange(0, key.id(), Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 
     pub(super) fn range(&self) -> GpuRange {
@@ -143,7 +149,10 @@ impl Entry for SharedPin {
 ///
 /// # Invariants
 ///
-/// `id` is 0 until the pin is linked, then its registry id (never 0), set once.
+/// `id` is 0 until the pin is linked, then its registry id (neither 0 nor `UNLINKED`),
+/// set once; the free callback sets `UNLINKED` as it unlinks the pin (or finds it not
+/// linked yet), after which it never changes. So exactly one of the callback and the
+/// linker unlinks a freed pin.
 #[pin_data]
 pub(crate) struct PinUsers {
     pub(super) client: Arc<ClientShared>,
@@ -174,12 +183,21 @@ impl PinUsers {
         })
     }
 
-    /// The registry key of the pin of `space`, `mode` and `range`, once linked.
+    /// The registry key of the pin of `space`, `mode` and `range`, while linked.
     fn key(&self, space: SpaceId, mode: Mode, range: GpuRange) -> Option<PinKey> {
-        match self.id.load(Ordering::Acquire) {
-            0 => None,
-            id => Some(PinKey::new(space, mode, range.start(), id)),
-        }
+        key_of(self.id.load(Ordering::Acquire), space, mode, range)
+    }
+}
+
+/// What `id` holds once the free callback has unlinked the pin, or found it not linked
+/// yet (the registry counts its ids up from 1: 64 bits never reach this).
+const UNLINKED: u64 = u64::MAX;
+
+/// The key of a pin of `space`, `mode` and `range` with registry id `id`, if linked.
+fn key_of(id: u64, space: SpaceId, mode: Mode, range: GpuRange) -> Option<PinKey> {
+    match id {
+        0 | UNLINKED => None,
+        id => Some(PinKey::new(space, mode, range.start(), id)),
     }
 }
 
@@ -239,8 +257,11 @@ impl FreeHandler for PinUsers {
             .stats
             .free_callbacks
             .fetch_add(1, Ordering::Relaxed);
-        // Only callback pins have a free callback.
-        if let Some(key) = self.key(space_of(&pin), Mode::Callback, pin.range) {
+        // Only callback pins have a free callback. A pin not linked yet is unlinked by
+        // its linker, which finds `UNLINKED` (`SharedPin::linked`).
+        // INVARIANT: set once and for all, as the callback unlinks.
+        let id = self.id.swap(UNLINKED, Ordering::AcqRel);
+        if let Some(key) = key_of(id, space_of(&pin), Mode::Callback, pin.range) {
             drop(self.client.pins.remove(&key));
         }
         for user in list.iter() {
