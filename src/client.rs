@@ -27,7 +27,7 @@ use crate::{
     compat,
     nv_p2p::{NvP2p, PinError},
     peer_mem::{ClientKind, DmaDevice, Invalidator, PeerClient, SgHead, SgList},
-    range::{GpuRange, GPU_PAGE_SIZE},
+    range::{GpuRange, Span, GPU_PAGE_SIZE},
     registry::{Mode, Registry, SpaceId},
     stats::{Refusal, Stats},
 };
@@ -139,13 +139,7 @@ impl Client {
     /// What a failed pin means for a registration in acquire (the refusal rules,
     /// docs/refusals.md): `None` passes the range to the next client, `Some` claims it
     /// with a user whose `get_pages` reports the error to the application.
-    fn pin_failed(
-        &self,
-        addr: u64,
-        len: u64,
-        range: GpuRange,
-        e: PinError,
-    ) -> Result<Option<Arc<User>>> {
+    fn pin_failed(&self, span: Span, e: PinError) -> Result<Option<Arc<User>>> {
         let c = &self.shared;
         if e == PinError::Driver(EINVAL) {
             // The driver's "not a pinnable range of this process": not ours, and not
@@ -153,12 +147,12 @@ impl Client {
             return Ok(None);
         }
         let why = Refusal::of_pin_error(e);
-        let err = c.stats.refuse(why, addr, len, Error::from(e));
+        let err = c.stats.refuse(why, span.addr(), span.len(), Error::from(e));
         if !why.claims() {
             // Counted and logged, then "not mine", as nvidia-peermem answers.
             return Ok(None);
         }
-        Ok(Some(User::new(addr, len, range, Err(err))?.into_arc()))
+        Ok(Some(User::new(span, Err(err))?.into_arc()))
     }
 
     /// Unlinks `pin` unless a registration uses it (a user could not be made for it).
@@ -174,14 +168,8 @@ impl Client {
     /// A user of `pin` for the registration, attached to it: `Ok(Err(_))` if the pin's
     /// memory is being freed (the user is dropped, and the pin unlinked when nobody else
     /// uses it).
-    fn attach_user(
-        &self,
-        addr: u64,
-        len: u64,
-        range: GpuRange,
-        pin: SharedPin,
-    ) -> Result<Result<Arc<User>, PinError>> {
-        let user = match User::new(addr, len, range, Ok(pin.clone())) {
+    fn attach_user(&self, span: Span, pin: SharedPin) -> Result<Result<Arc<User>, PinError>> {
+        let user = match User::new(span, Ok(pin.clone())) {
             Ok(user) => user,
             Err(e) => {
                 self.unlink_unless_used(&pin);
@@ -212,15 +200,16 @@ impl Client {
         }
     }
 
-    fn claim(&self, addr: u64, len: u64, range: GpuRange) -> Result<Option<Arc<User>>> {
+    fn claim(&self, span: Span) -> Result<Option<Arc<User>>> {
         let c = &self.shared;
+        let range = span.range();
         let Some(space) = current_space() else {
             // A kernel thread: not a process's GPU memory.
             return Ok(None);
         };
         if c.mode == Mode::Callback {
             if let Some(pin) = c.pins.find_covering(space, Mode::Callback, range) {
-                if let Ok(user) = self.attach_user(addr, len, range, pin)? {
+                if let Ok(user) = self.attach_user(span, pin)? {
                     c.stats.pin_reuses.fetch_add(1, Ordering::Relaxed);
                     return Ok(Some(user));
                 }
@@ -228,12 +217,12 @@ impl Client {
             }
         }
         let attached = match self.pin(range) {
-            Ok(pin) => self.attach_user(addr, len, range, pin)?,
+            Ok(pin) => self.attach_user(span, pin)?,
             Err(e) => Err(e),
         };
         match attached {
             Ok(user) => Ok(Some(user)),
-            Err(e) => self.pin_failed(addr, len, range, e),
+            Err(e) => self.pin_failed(span, e),
         }
     }
 }
@@ -253,8 +242,8 @@ impl PeerClient for Client {
     type Context = Arc<User>;
 
     fn acquire(&self, addr: u64, size: u64) -> Result<Option<Arc<User>>> {
-        let range = match GpuRange::covering(addr, size) {
-            Ok(r) => r,
+        let span = match Span::covering(addr, size) {
+            Ok(s) => s,
             Err(_) => {
                 self.shared
                     .stats
@@ -263,7 +252,7 @@ impl PeerClient for Client {
             }
         };
         let user = self
-            .claim(addr, size, range)
+            .claim(span)
             .map_err(|e| self.shared.stats.refuse(Refusal::NoMemory, addr, size, e))?;
         if user.is_some() {
             // The user holds a module reference until it is gone (`User::_module`).
@@ -313,7 +302,7 @@ impl PeerClient for Client {
             .ok_or_else(|| refuse(Refusal::NotPci, compat::eopnotsupp()))?;
         let pin = user.pin.as_ref().ok_or(EFAULT)?;
         let max_seg = u64::from(peer.max_segment_size());
-        let (pin_range, range) = (pin.range(), user.range);
+        let (pin_range, range) = (pin.range(), user.range());
         // The SG list is built from the driver's addresses in place, in one allocation.
         let build = |addrs: &[u64]| SgList::new(sg_entries(addrs, pin_range, range, max_seg)?);
         let (mapping, list) = pin.pin.dma_map(peer, build).map_err(|e| {

@@ -125,6 +125,54 @@ impl GpuRange {
     }
 }
 
+/// A registration's bytes, `[addr, addr + len)`, as the range of 64 KiB pages that
+/// covers them and the margins of that range they leave out: 20 bytes instead of 32
+/// for the range, the address and the length.
+///
+/// # Invariants
+///
+/// `head` and `tail` are below [`GPU_PAGE_SIZE`] and `head + tail < range.len()`: the
+/// bytes are `[range.start() + head, range.end() - tail)`, not empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    range: GpuRange,
+    head: u16,
+    tail: u16,
+}
+
+// The margins fit their fields.
+const _: () = assert!(GPU_PAGE_SIZE - 1 <= u16::MAX as u64);
+
+impl Span {
+    /// The bytes `[addr, addr + len)`, with the range that covers them
+    /// ([`GpuRange::covering`], whose errors it returns).
+    pub(crate) fn covering(addr: u64, len: u64) -> Result<Self, RangeError> {
+        let range = GpuRange::covering(addr, len)?;
+        // `covering` puts `addr` in the first page and `addr + len` in the last one:
+        // both margins are below a page (so they fit 16 bits) and leave `len > 0` bytes.
+        let head = (addr - range.start()) as u16;
+        let tail = (range.end() - (addr + len)) as u16;
+        // INVARIANT: as said above.
+        Ok(Self { range, head, tail })
+    }
+
+    /// The 64 KiB pages that cover the bytes.
+    pub(crate) fn range(&self) -> GpuRange {
+        self.range
+    }
+
+    /// The first byte's address.
+    pub(crate) fn addr(&self) -> u64 {
+        self.range.start() + u64::from(self.head)
+    }
+
+    /// The number of bytes (never 0).
+    pub(crate) fn len(&self) -> u64 {
+        // Never wraps: `head + tail < range.len()` (type invariant).
+        self.range.len() - u64::from(self.head) - u64::from(self.tail)
+    }
+}
+
 #[cfg(peermem_kunit)]
 #[kernel::prelude::kunit_tests(peermem_range)]
 mod tests {
@@ -201,6 +249,25 @@ mod tests {
         assert!(GpuRange::aligned(K64, K64 + 1).is_none());
         assert!(GpuRange::aligned(K64, 0).is_none());
         assert!(GpuRange::aligned(u64::MAX - K64 + 1, K64).is_none());
+        Ok(())
+    }
+
+    #[test]
+    fn span_keeps_address_and_length() -> Result {
+        for (addr, len) in [
+            (K64, K64),
+            (K64 + 1, 1),
+            (2 * K64 - 1, 2),
+            (3 * K64 + 100, 5 * K64),
+            (0, 1 << 37),
+            (u64::MAX - 2 * K64 + 1, K64),
+        ] {
+            let s = Span::covering(addr, len).map_err(|_| EINVAL)?;
+            assert_eq!((s.addr(), s.len()), (addr, len));
+            assert_eq!(s.range(), cover(addr, len)?);
+        }
+        assert_eq!(Span::covering(K64, 0), Err(RangeError::ZeroLength));
+        assert_eq!(Span::covering(u64::MAX, 2), Err(RangeError::Overflow));
         Ok(())
     }
 

@@ -15,7 +15,7 @@ use super::{shared_pin::Mapping, ClientShared, SharedPin};
 use crate::{
     glue::ModuleRef,
     peer_mem::{ClientKind, SgHead, SgList},
-    range::GpuRange,
+    range::{GpuRange, Span},
 };
 
 /// No core_context yet (`get_pages` not called).
@@ -25,9 +25,7 @@ pub(super) const NO_CONTEXT: u64 = u64::MAX;
 ///
 /// # Invariants
 ///
-/// - `head` and `tail` are below one 64 KiB page, and `head + tail < range.len()`: the
-///   registration is `[range.start() + head, range.end() - tail)`.
-/// - `pin` is `None` exactly when `state.error` is set.
+/// `pin` is `None` exactly when `state.error` is set.
 #[pin_data]
 pub(crate) struct User {
     /// The pin it uses, from acquire on (`None` for a registration claimed with an
@@ -37,13 +35,9 @@ pub(crate) struct User {
     /// Every live registration holds the module: rmmod fails with "in use" instead
     /// of blocking in the core's unregistration (abi.md 3).
     _module: ModuleRef,
-    /// The 64 KiB pages the registration covers.
-    pub(super) range: GpuRange,
-    /// Bytes of the first page before the registration, and of the last page after it
-    /// (two bytes each instead of an address and a length: the record fits a 128-byte
-    /// allocation).
-    head: u16,
-    tail: u16,
+    /// The registered bytes and the 64 KiB pages that cover them (margins of two bytes
+    /// each instead of an address and a length: the record fits a 128-byte allocation).
+    span: Span,
     pub(super) core_context: AtomicU64,
     #[pin]
     pub(super) state: SpinLock<UserState>,
@@ -94,39 +88,19 @@ pub(super) struct UserState {
 }
 
 impl User {
-    /// A registration of `[addr, addr + len)`, which `range` covers, using `pin`, or
-    /// claimed with the error its pin failed with.
-    pub(super) fn new(
-        addr: u64,
-        len: u64,
-        range: GpuRange,
-        pin: Result<SharedPin, Error>,
-    ) -> Result<ListArc<User>> {
-        // `range` covers `[addr, addr + len)`, so both margins are below one page and
-        // together below the range's length.
-        let head = addr.checked_sub(range.start()).ok_or(EINVAL)?;
-        let tail = range
-            .end()
-            .checked_sub(addr)
-            .and_then(|n| n.checked_sub(len))
-            .ok_or(EINVAL)?;
-        let (head, tail) = (
-            u16::try_from(head).map_err(|_| EINVAL)?,
-            u16::try_from(tail).map_err(|_| EINVAL)?,
-        );
+    /// A registration of `span` using `pin`, or claimed with the error its pin failed
+    /// with.
+    pub(super) fn new(span: Span, pin: Result<SharedPin, Error>) -> Result<ListArc<User>> {
         let (pin, error) = match pin {
             Ok(pin) => (Some(pin), None),
             Err(e) => (None, Some(e)),
         };
         ListArc::pin_init(
-            // INVARIANT: the margins were checked above (`len` is not 0, so they sum to
-            // less than the range's length); `pin` is `None` exactly when `error` is set.
+            // INVARIANT: `pin` is `None` exactly when `error` is set.
             try_pin_init!(User {
                 pin,
                 _module: ModuleRef::new(),
-                range,
-                head,
-                tail,
+                span,
                 core_context: AtomicU64::new(NO_CONTEXT),
                 state <- new_spinlock!(
                     UserState {
@@ -148,13 +122,17 @@ impl User {
 
     /// The registered address, as the application gave it.
     pub(super) fn addr(&self) -> u64 {
-        self.range.start() + u64::from(self.head)
+        self.span.addr()
     }
 
     /// The registered length, as the application gave it.
     pub(super) fn len(&self) -> u64 {
-        // Never wraps: `head + tail < range.len()` (type invariant).
-        self.range.len() - u64::from(self.head) - u64::from(self.tail)
+        self.span.len()
+    }
+
+    /// The 64 KiB pages the registration covers.
+    pub(super) fn range(&self) -> GpuRange {
+        self.span.range()
     }
 
     /// Why the registration was claimed without a pin, if it was.

@@ -1,7 +1,7 @@
-//! Properties of the 64 KiB covering range, over a deterministic pseudo-random sweep
-//! plus the edges of the address space.
+//! Properties of the 64 KiB covering range and of a registration's span, over a
+//! deterministic pseudo-random sweep plus the edges of the address space.
 
-use crate::range::{GpuRange, RangeError, GPU_PAGE_SIZE};
+use crate::range::{GpuRange, RangeError, Span, GPU_PAGE_SIZE};
 
 /// xorshift64*: deterministic, no dependency.
 struct Rng(u64);
@@ -57,6 +57,13 @@ fn check(addr: u64, len: u64) {
         assert_eq!(GpuRange::aligned(r.start(), r.len()), Some(r));
         assert!(r.contains(&r) && r.overlaps(&r));
     }
+    // A registration's span keeps its bytes exactly, beside the same range.
+    let span = Span::covering(addr, len);
+    assert_eq!(
+        span.map(|s| (s.range(), s.addr(), s.len())),
+        GpuRange::covering(addr, len).map(|r| (r, addr, len)),
+        "span of addr={addr:#x} len={len:#x}"
+    );
 }
 
 #[test]
