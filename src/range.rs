@@ -126,8 +126,8 @@ impl GpuRange {
 }
 
 /// A registration's bytes, `[addr, addr + len)`, as the range of 64 KiB pages that
-/// covers them and the margins of that range they leave out: 20 bytes instead of 32
-/// for the range, the address and the length.
+/// covers them and the margins of that range they leave out: 20 bytes of fields (24
+/// with padding) instead of 32 for the range, the address and the length.
 ///
 /// # Invariants
 ///
