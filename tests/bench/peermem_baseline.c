@@ -20,9 +20,18 @@
  *              records its task, invalidates through the core, frees the DMA
  *              mapping and the page table
  * No locks of its own.
+ *
+ * With floor=1 it is the benchmark's floor instead: the least any client that pins
+ * once can do on these fakes. No probe (acquire claims every range without asking the
+ * driver), and dma_map merges contiguous pages into entries up to the peer's maximum
+ * segment, as peermem does; the rest, context, module reference, the one pin, map,
+ * unmap and unpin, as above. It is not a usable client (it claims memory that is not
+ * GPU memory); `make bench` measures it beside the two clients so that each run shows
+ * what its targets leave to a client's own work (docs/bench).
  */
 #define pr_fmt(fmt) "peermem_baseline: " fmt
 
+#include <linux/dma-mapping.h>
 #include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/scatterlist.h>
@@ -62,6 +71,10 @@ static void probe_free_callback(void *data)
 	nvidia_p2p_free_page_table(p->table);
 	p->freed = true;
 }
+
+static bool floor_mode;
+module_param_named(floor, floor_mode, bool, 0444);
+MODULE_PARM_DESC(floor, "the benchmark's floor: no probe pin, merged SG entries");
 
 static struct peer_memory_client_ex nv_mem, nv_mem_nc;
 static void *nv_mem_handle, *nv_mem_nc_handle;
@@ -107,6 +120,8 @@ static int acquire_common(unsigned long addr, size_t size, void **client_context
 
 	if (!size || end <= start)
 		return 0;
+	if (floor_mode)
+		goto claim;
 	/* The probe: is this the calling process's GPU memory? */
 	if (persistent)
 		ret = nvidia_p2p_get_pages_persistent(start, end - start, &probe.table, 0);
@@ -119,7 +134,7 @@ static int acquire_common(unsigned long addr, size_t size, void **client_context
 		nvidia_p2p_put_pages_persistent(start, probe.table, 0);
 	else if (!probe.freed)
 		nvidia_p2p_put_pages(0, 0, start, probe.table);
-
+claim:
 	c = kzalloc(sizeof(*c), GFP_KERNEL);
 	if (!c)
 		return 0;
@@ -157,6 +172,44 @@ static int baseline_get_pages(unsigned long addr, size_t size, int write, int fo
 	return nvidia_p2p_get_pages(0, 0, c->va, c->len, &c->table, baseline_free_callback, c);
 }
 
+/* The end of the run of pages from page i that one floor SG entry covers. */
+static u32 floor_run_end(const u64 *addr, u32 i, u32 n, u64 max_seg)
+{
+	u64 len = BASELINE_PAGE;
+	u32 j = i + 1;
+
+	while (j < n && addr[j] == addr[j - 1] + BASELINE_PAGE &&
+	       len + BASELINE_PAGE <= max_seg) {
+		len += BASELINE_PAGE;
+		j++;
+	}
+	return j;
+}
+
+/* The floor's SG table: contiguous pages merged up to max_seg; its entry count. */
+static int floor_sg(struct sg_table *sg_head, const struct nvidia_p2p_dma_mapping *m,
+		    u64 max_seg)
+{
+	struct scatterlist *sg;
+	u32 i, j, nents = 0;
+	int ret;
+
+	for (i = 0; i < m->entries; i = floor_run_end(m->dma_addresses, i, m->entries, max_seg))
+		nents++;
+	ret = sg_alloc_table(sg_head, nents, GFP_KERNEL);
+	if (ret)
+		return ret;
+	sg = sg_head->sgl;
+	for (i = 0; i < m->entries; i = j) {
+		j = floor_run_end(m->dma_addresses, i, m->entries, max_seg);
+		sg_set_page(sg, NULL, (j - i) * BASELINE_PAGE, 0);
+		sg_dma_address(sg) = m->dma_addresses[i];
+		sg_dma_len(sg) = (j - i) * BASELINE_PAGE;
+		sg = sg_next(sg);
+	}
+	return nents;
+}
+
 static int baseline_dma_map(struct sg_table *sg_head, void *client_context,
 			    struct device *dma_device, int dmasync, int *nmap)
 {
@@ -176,6 +229,14 @@ static int baseline_dma_map(struct sg_table *sg_head, void *client_context,
 	if (c->mapping->version >> 16 != NVIDIA_P2P_DMA_MAPPING_VERSION >> 16) {
 		ret = -EINVAL;
 		goto unmap;
+	}
+	if (floor_mode) {
+		ret = floor_sg(sg_head, c->mapping, dma_get_max_seg_size(dma_device));
+		if (ret < 0)
+			goto unmap;
+		*nmap = ret;
+		c->sgt = *sg_head;
+		return 0;
 	}
 	/* One entry per 64 KiB page, no merging. */
 	ret = sg_alloc_table(sg_head, c->mapping->entries, GFP_KERNEL);

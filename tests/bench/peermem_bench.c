@@ -3,9 +3,10 @@
  * peermem's benchmark, run in the dev VM by `make bench` (tests/qemu/plans/bench.sh).
  *
  * Loaded once per client (peermem in callback mode, then the baseline client costed as
- * nvidia-peermem, tests/bench/peermem_baseline.c, in callback mode too, each in a
- * fresh VM), it drives registrations through the fake peer-memory core, as a
- * fake process, and prints one CSV row per figure on the console:
+ * nvidia-peermem, tests/bench/peermem_baseline.c, in callback mode too, then the
+ * baseline in its floor mode, each in a fresh VM), it drives registrations through
+ * the fake peer-memory core, as a fake process, and prints one CSV row per figure on
+ * the console:
  *
  *   PEERMEM-BENCH,<strategy>,<group>,<metric>,<size>,<pin_cost_us>,<live>,<value>
  *
@@ -34,7 +35,8 @@
 
 static char *strategy = "peermem";
 module_param(strategy, charp, 0444);
-MODULE_PARM_DESC(strategy, "label of the rows: peermem, or reference (the baseline client)");
+MODULE_PARM_DESC(strategy,
+		 "label of the rows: peermem, reference (the baseline client) or floor (its floor mode)");
 static uint scale_max = 2097152;
 module_param(scale_max, uint, 0444);
 MODULE_PARM_DESC(scale_max, "largest number of live registrations in the scaling run");

@@ -1,14 +1,18 @@
 # The `make bench` plan: the benchmark driver for one client: peermem in callback mode
-# (where pins can be shared), or the baseline costed as nvidia-peermem. scripts/bench boots one VM per strategy,
+# (where pins can be shared), the baseline costed as nvidia-peermem, or the baseline's
+# floor mode. scripts/bench boots one VM per strategy,
 # each from the same fresh state, in one run; /peermem/bench.conf names the strategy
 # and the largest number of live registrations.
 strategy=peermem scale=2097152
 . /peermem/bench.conf
 # The reference is the baseline client (tests/bench/peermem_baseline.c), costed as
 # nvidia-peermem, loaded in place of peermem.
+# The floor is the baseline without its probe pin, with merged SG entries: the least
+# a client that pins once can do (docs/bench, "The floor").
 case $strategy in
     peermem) client=peermem; params=persistent_api_support=0 ;;
     reference) client=peermem_baseline; params= ;;
+    floor) client=peermem_baseline; params=floor=1 ;;
     *) echo "PEERMEM-FAIL bad strategy $strategy"; client=peermem; params= ;;
 esac
 load ib_core

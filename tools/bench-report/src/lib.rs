@@ -117,6 +117,15 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     let _ = writeln!(out);
     let _ = writeln!(out, "Targets:");
     let _ = write!(out, "{}", report::format_targets(&targets));
+    let floor = report::floor_lines(&results);
+    if !floor.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nFloor (one pin and nothing of its own beyond the reference's context and SG \
+             table, measured in this run):"
+        );
+        let _ = write!(out, "{floor}");
+    }
     match write_outputs(&results, &opts.out) {
         Ok(paths) => {
             let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();

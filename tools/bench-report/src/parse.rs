@@ -19,6 +19,9 @@ pub enum Strategy {
     Peermem,
     /// The baseline client costed as nvidia-peermem (tests/bench/peermem_baseline.c).
     Reference,
+    /// The baseline's floor mode: one pin and nothing of its own beyond the
+    /// reference's context and SG table (the latency series only).
+    Floor,
 }
 
 impl Strategy {
@@ -27,6 +30,7 @@ impl Strategy {
         match self {
             Strategy::Peermem => "peermem",
             Strategy::Reference => "reference",
+            Strategy::Floor => "floor",
         }
     }
 
@@ -35,6 +39,7 @@ impl Strategy {
         match name {
             "peermem" => Some(Strategy::Peermem),
             "reference" => Some(Strategy::Reference),
+            "floor" => Some(Strategy::Floor),
             _ => None,
         }
     }

@@ -23,6 +23,19 @@ pub const SMALL_REG_BYTES: u64 = 256;
 
 const EPS: f64 = 1e-9;
 
+/// The registration time target at each latency size: metric, pin cost, limit (as a
+/// multiple of the reference's figure).
+const REG_TARGETS: [(&str, u64, f64); 1] = [("reg_mean_ns", COSTLY_PIN_US, 0.55)];
+
+/// A registration's whole cost against the baseline, at each latency size: register +
+/// deregister, mean and 99th percentile, at zero pin cost (a client's own overhead
+/// against the reference's), and the mean with a costly pin.
+const OP_TARGETS: [(&str, u64, f64); 3] = [
+    ("op_mean_ns", 0, 1.0),
+    ("op_p99_ns", 0, 1.0),
+    ("op_mean_ns", COSTLY_PIN_US, 0.55),
+];
+
 /// peermem / reference, where both exist and the reference is not zero.
 pub fn ratio(peermem: Option<f64>, reference: Option<f64>) -> Option<f64> {
     match (peermem, reference) {
@@ -232,6 +245,25 @@ fn scaling_target(results: &Results, live: u64, limit: f64) -> Target {
     }
 }
 
+/// Evaluates a latency target at `size`: peermem's `metric` (named `what`) with a pin
+/// cost of `cost` µs <= `limit` x the reference's.
+fn time_target(
+    results: &Results,
+    size: u64,
+    (metric, cost, limit): (&str, u64, f64),
+    what: &str,
+) -> Target {
+    ratio_target(
+        format!(
+            "{cost} us pin cost, {}: peermem {what} <= {limit} x reference",
+            human_size(size)
+        ),
+        pair(results, "latency", metric, size, Some(cost)),
+        limit,
+        "ns",
+    )
+}
+
 /// Evaluates every target.
 pub fn evaluate(results: &Results) -> Vec<Target> {
     let mut targets = vec![
@@ -249,15 +281,9 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
     });
 
     for size in LATENCY_SIZES {
-        targets.push(ratio_target(
-            format!(
-                "{COSTLY_PIN_US} us pin cost, {}: peermem reg_mean <= 0.55 x reference",
-                human_size(size)
-            ),
-            pair(results, "latency", "reg_mean_ns", size, Some(COSTLY_PIN_US)),
-            0.55,
-            "ns",
-        ));
+        for target in REG_TARGETS {
+            targets.push(time_target(results, size, target, "reg_mean"));
+        }
     }
 
     targets.push(scaling_target(results, 100_000, 2.0));
@@ -300,20 +326,9 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
     // and 99th percentile, at zero pin cost (peermem's own overhead against the
     // reference's), and the mean with a costly pin.
     for size in LATENCY_SIZES {
-        for (metric, cost, limit) in [
-            ("op_mean_ns", 0, 1.0),
-            ("op_p99_ns", 0, 1.0),
-            ("op_mean_ns", COSTLY_PIN_US, 0.55),
-        ] {
-            targets.push(ratio_target(
-                format!(
-                    "{cost} us pin cost, {}: peermem {metric} (register+deregister) <= {limit} x reference",
-                    human_size(size)
-                ),
-                pair(results, "latency", metric, size, Some(cost)),
-                limit,
-                "ns",
-            ));
+        for target in OP_TARGETS {
+            let what = format!("{} (register+deregister)", target.0);
+            targets.push(time_target(results, size, target, &what));
         }
     }
 
@@ -338,6 +353,60 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
         None => Target::missing(name, "peermem"),
     });
     targets
+}
+
+/// Where the floor (the baseline's floor mode: one pin, nothing of its own beyond the
+/// reference's context and SG table) stands against each time target, measured in the
+/// same run: how much of the target it leaves to a client's own work, and how much
+/// peermem spends above it. Empty when the log has no floor rows.
+pub fn floor_lines(results: &Results) -> String {
+    let mut out = String::new();
+    for size in LATENCY_SIZES {
+        for (metric, cost, limit) in REG_TARGETS.into_iter().chain(OP_TARGETS) {
+            let Some(key) = results
+                .keys_of("latency", metric)
+                .find(|k| k.size == size && k.cost_us == cost)
+            else {
+                continue;
+            };
+            let Some(f) = results.get(Strategy::Floor, key) else {
+                continue;
+            };
+            let _ = write!(
+                out,
+                "{cost} us pin cost, {}, {metric} <= {limit} x reference: floor {} ns",
+                human_size(size),
+                format_value(f)
+            );
+            let Some(r) = results.get(Strategy::Reference, key).filter(|r| *r > 0.0) else {
+                let _ = writeln!(out, ", no reference figure");
+                continue;
+            };
+            let room = limit * r - f;
+            let _ = write!(out, " = {:.3} x reference: ", f / r);
+            if room >= 0.0 {
+                let _ = write!(out, "leaves {room:.0} ns to a client's own work");
+            } else {
+                let _ = write!(
+                    out,
+                    "out of reach for a client that pins once, by {:.0} ns",
+                    -room
+                );
+            }
+            match results.get(Strategy::Peermem, key) {
+                Some(p) if p >= f => {
+                    let _ = writeln!(out, "; peermem {:.0} ns above the floor", p - f);
+                }
+                Some(p) => {
+                    let _ = writeln!(out, "; peermem {:.0} ns below it", f - p);
+                }
+                None => {
+                    let _ = writeln!(out);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The targets as printed: `PASS  name: figure`.
@@ -590,6 +659,40 @@ PEERMEM-BENCH,reference,huge,bytes_module,68719476736,0,1,33554432
         let cells: Vec<&str> = lines[2].split_whitespace().collect();
         assert_eq!(cells[2..4], ["2", "MiB"]);
         assert_eq!(cells[6..], ["1.50", "-", "-"]);
+    }
+
+    #[test]
+    fn floor_lines_say_what_each_target_leaves() {
+        let log = "\
+PEERMEM-BENCH,peermem,latency,op_mean_ns,65536,0,0,24000
+PEERMEM-BENCH,reference,latency,op_mean_ns,65536,0,0,16000
+PEERMEM-BENCH,floor,latency,op_mean_ns,65536,0,0,14000
+PEERMEM-BENCH,floor,latency,op_mean_ns,65536,0,0,15000
+PEERMEM-BENCH,floor,latency,op_mean_ns,65536,0,0,14500
+PEERMEM-BENCH,peermem,latency,op_mean_ns,67108864,50,0,250000
+PEERMEM-BENCH,reference,latency,op_mean_ns,67108864,50,0,400000
+PEERMEM-BENCH,floor,latency,op_mean_ns,67108864,50,0,240000
+PEERMEM-BENCH,floor,latency,op_p99_ns,2097152,0,0,50000
+PEERMEM-BENCH,peermem,latency,op_p99_ns,67108864,0,0,90000
+PEERMEM-BENCH,reference,latency,op_p99_ns,67108864,0,0,120000
+PEERMEM-BENCH,floor,latency,op_p99_ns,67108864,0,0,100000
+";
+        let lines = floor_lines(&Results::new(parse_log(log).rows));
+        // The median of the floor's runs (14500) against 1.0 x 16000.
+        assert_eq!(
+            lines,
+            "0 us pin cost, 64 KiB, op_mean_ns <= 1 x reference: floor 14500 ns = 0.906 x \
+             reference: leaves 1500 ns to a client's own work; peermem 9500 ns above the floor\n\
+             0 us pin cost, 2 MiB, op_p99_ns <= 1 x reference: floor 50000 ns, no reference \
+             figure\n\
+             0 us pin cost, 64 MiB, op_p99_ns <= 1 x reference: floor 100000 ns = 0.833 x \
+             reference: leaves 20000 ns to a client's own work; peermem 10000 ns below it\n\
+             50 us pin cost, 64 MiB, op_mean_ns <= 0.55 x reference: floor 240000 ns = 0.600 x \
+             reference: out of reach for a client that pins once, by 20000 ns; peermem 10000 ns \
+             above the floor\n"
+        );
+        // Only the floor rows make lines: a log without them prints none.
+        assert_eq!(floor_lines(&Results::new(parse_log(GOOD).rows)), "");
     }
 
     #[test]
