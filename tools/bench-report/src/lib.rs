@@ -57,8 +57,9 @@ pub fn write_outputs(results: &parse::Results, dir: &Path) -> std::io::Result<Ve
     let csv = dir.join("results.csv");
     std::fs::write(&csv, report::csv(results))?;
     written.push(csv);
-    let plots: [(&str, plot::Plot); 4] = [
+    let plots: [(&str, plot::Plot); 5] = [
         ("latency.png", plot::latency),
+        ("pairs.png", plot::pairs),
         ("pins.png", plot::pins),
         ("scaling.png", plot::scaling),
         ("sg_memory.png", plot::sg_memory),

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! The four plots: `latency.png`, `pins.png`, `scaling.png`, `sg_memory.png`, drawn
-//! with plotters on a bitmap, their text in a TrueType font ([`FONT`]).
+//! The five plots: `latency.png`, `pairs.png`, `pins.png`, `scaling.png`,
+//! `sg_memory.png`, drawn with plotters on a bitmap, their text in a TrueType font
+//! ([`FONT`]).
 
 use std::error::Error;
 use std::ops::Range;
@@ -26,6 +27,8 @@ pub const HEIGHT: u32 = 500;
 pub const PEERMEM: RGBColor = RGBColor(31, 119, 180);
 /// The reference's colour (orange).
 pub const REFERENCE: RGBColor = RGBColor(255, 127, 14);
+/// The floor's colour (green).
+pub const FLOOR: RGBColor = RGBColor(44, 160, 44);
 /// Grid lines.
 const GRID: RGBColor = RGBColor(225, 225, 225);
 /// Axes and axis text.
@@ -582,47 +585,101 @@ fn ratio_line(p: Option<f64>, r: Option<f64>) -> String {
 
 /// `latency.png`: registration mean latency by size, one panel per pin cost.
 pub fn latency(results: &Results, root: &Area) -> PlotResult {
-    let body = start(
-        root,
+    let title = (
         "Registration latency",
         "mean register time in us (log scale); p/r = peermem / reference",
-    )?;
-    let keys: Vec<_> = results.keys_of("latency", "reg_mean_ns").collect();
+    );
+    by_size_and_cost(
+        results,
+        root,
+        title,
+        "reg_mean_ns",
+        "register mean (us)",
+        false,
+    )
+}
+
+/// `pairs.png`: the mean of a register+deregister pair by size, one panel per pin
+/// cost, with the floor (what a client that pins once cannot go below).
+pub fn pairs(results: &Results, root: &Area) -> PlotResult {
+    let title = (
+        "Register + deregister, and the floor",
+        "mean pair time in us (log scale); p/r = peermem / reference, f/r = floor / reference",
+    );
+    by_size_and_cost(results, root, title, "op_mean_ns", "pair mean (us)", true)
+}
+
+/// A latency `metric` by size, one panel per pin cost, peermem beside the reference
+/// (and the floor, with `floor`).
+fn by_size_and_cost(
+    results: &Results,
+    root: &Area,
+    (title, subtitle): (&str, &str),
+    metric: &str,
+    axis: &str,
+    floor: bool,
+) -> PlotResult {
+    let body = start(root, title, subtitle)?;
+    let keys: Vec<_> = results.keys_of("latency", metric).collect();
     let costs = distinct(keys.iter().map(|k| k.cost_us).collect());
     let sizes = distinct(keys.iter().map(|k| k.size).collect());
     let costs = if costs.is_empty() { vec![0] } else { costs };
-    let get = |size, cost| pair(results, "latency", "reg_mean_ns", size, Some(cost));
+    let get = |size, cost| pair(results, "latency", metric, size, Some(cost));
+    let floor_at = |size, cost| {
+        keys.iter()
+            .filter(|k| floor && k.size == size && k.cost_us == cost)
+            .find_map(|k| results.get(Strategy::Floor, k))
+    };
     let all: Vec<f64> = costs
         .iter()
         .flat_map(|cost| sizes.iter().map(move |s| (*s, *cost)))
         .flat_map(|(s, cost)| {
             let (p, r) = get(s, cost);
-            [p, r]
+            [p, r, floor_at(s, cost)]
         })
         .flatten()
         .map(|v| v / 1000.0)
         .collect();
     let scale = Scale::log(all);
     let panels = body.split_evenly((1, costs.len()));
+    let us = |v: Option<f64>| v.map(|v| v / 1000.0);
+    let mut names = both();
+    if floor {
+        names.push(("floor (one pin, nothing else)".into(), FLOOR));
+    }
     for (cost, area) in costs.iter().zip(&panels) {
-        let (mut pv, mut rv, mut cats) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut pv, mut rv, mut fv, mut cats) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for size in &sizes {
             let (p, r) = get(*size, *cost);
-            pv.push(p.map(|v| v / 1000.0));
-            rv.push(r.map(|v| v / 1000.0));
-            cats.push(format!("{}\n{}", human_size(*size), ratio_line(p, r)));
+            let f = floor_at(*size, *cost);
+            pv.push(us(p));
+            rv.push(us(r));
+            fv.push(us(f));
+            let mut cat = format!("{}\n{}", human_size(*size), ratio_line(p, r));
+            if floor {
+                cat = format!("{cat}\n{}", ratio_line(f, r).replace("p/r", "f/r"));
+            }
+            cats.push(cat);
+        }
+        let mut bars = series(pv, rv);
+        if floor {
+            bars.push(Series {
+                name: "floor".into(),
+                color: FLOOR,
+                values: fv,
+            });
         }
         bar_panel(
             area,
             &format!("pin cost {cost} us"),
-            "register mean (us)",
+            axis,
             &cats,
-            &series(pv, rv),
+            &bars,
             scale,
             &compact,
         )?;
     }
-    legend(root, &both())
+    legend(root, &names)
 }
 
 /// `pins.png`: pins per registration (latency configurations) and per covered

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use bench_report::plot::{HEIGHT, PEERMEM, REFERENCE, WIDTH};
+use bench_report::plot::{FLOOR, HEIGHT, PEERMEM, REFERENCE, WIDTH};
 use bench_report::{run, EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS};
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/console.log");
@@ -103,7 +103,13 @@ fn fixture_passes_every_target_and_writes_outputs() {
         "reference,huge,bytes_module,68719476736,0,1,33619968"
     );
 
-    for name in ["latency.png", "pins.png", "scaling.png", "sg_memory.png"] {
+    for name in [
+        "latency.png",
+        "pairs.png",
+        "pins.png",
+        "scaling.png",
+        "sg_memory.png",
+    ] {
         let (w, h, pixels) = decode_png(&out.join(name));
         assert_eq!((w, h), (WIDTH, HEIGHT), "{name}");
         // Both series are drawn in their colours (bars or lines, and the legend).
@@ -114,6 +120,53 @@ fn fixture_passes_every_target_and_writes_outputs() {
         }
     }
     let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn the_floor_is_printed_and_drawn() {
+    let dir = scratch("floor");
+    let fixture = std::fs::read_to_string(FIXTURE).unwrap();
+    // The floor at each latency configuration: 0.9 x the reference's pair.
+    let mut log = fixture.clone();
+    for line in fixture.lines() {
+        let Some(row) = line
+            .split("PEERMEM-BENCH,reference,latency,op_mean_ns,")
+            .nth(1)
+        else {
+            continue;
+        };
+        let (key, value) = row.rsplit_once(',').unwrap();
+        let value: f64 = value.parse().unwrap();
+        log.push_str(&format!(
+            "PEERMEM-BENCH,floor,latency,op_mean_ns,{key},{:.1}\n",
+            value * 0.9
+        ));
+    }
+    let path = dir.join("console.log");
+    std::fs::write(&path, log).unwrap();
+    let out = dir.join("out");
+    let (code, stdout, stderr) = report(&path, &out);
+    assert_eq!(code, EXIT_PASS, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("\nFloor (one pin and nothing of its own"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "\n0 us pin cost, 64 KiB, op_mean_ns <= 1 x reference: floor 10643 ns = 0.900 x \
+             reference: leaves 1183 ns to a client's own work"
+        ),
+        "{stdout}"
+    );
+    // The floor's bars and legend in pairs.png; none in a plot without it.
+    let floor_pixels = |name: &str| {
+        let (_, _, pixels) = decode_png(&out.join(name));
+        let rgb = [FLOOR.0, FLOOR.1, FLOOR.2];
+        pixels.chunks(3).filter(|p| *p == rgb).count()
+    };
+    assert!(floor_pixels("pairs.png") > 500);
+    assert_eq!(floor_pixels("latency.png"), 0);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
