@@ -17,10 +17,10 @@
 use core::sync::atomic::Ordering;
 
 use kernel::{
-    list::ListArc,
-    new_condvar,
+    list::{List, ListArc},
+    new_condvar, new_mutex,
     prelude::*,
-    sync::{Arc, ArcBorrow, CondVar, SetOnce},
+    sync::{Arc, ArcBorrow, CondVar, Mutex, SetOnce},
 };
 
 use crate::{
@@ -28,7 +28,7 @@ use crate::{
     nv_p2p::{NvP2p, PinError},
     peer_mem::{ClientKind, DmaDevice, Invalidator, PeerClient, SgHead, SgList},
     range::{GpuRange, Span, GPU_PAGE_SIZE},
-    registry::{Mode, Registry, SpaceId},
+    registry::{Mode, PinKey, Registry, SpaceId},
     stats::{Refusal, Stats},
 };
 
@@ -41,8 +41,49 @@ use shared_pin::PinUsers;
 pub(crate) use shared_pin::SharedPin;
 use user::User;
 
-/// The registry of this module's pins.
-pub(crate) type Pins = Registry<SharedPin>;
+/// This module's live pins: callback pins in the registry, where registrations they
+/// cover find them; persistent pins, which are never shared, only listed, through the
+/// registration that holds each (no registry node, no tree walk).
+#[pin_data]
+pub(crate) struct Pins {
+    #[pin]
+    registry: Registry<SharedPin>,
+    /// The registrations of persistent pins: one each. A mutex, as the registry's: the
+    /// `pins` file is written under it, however long the list.
+    #[pin]
+    persistent: Mutex<List<User>>,
+}
+
+impl Pins {
+    /// No pins.
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Pins {
+            registry <- Registry::new(),
+            persistent <- new_mutex!(List::new(), "peermem_persistent"),
+        })
+    }
+
+    /// Unlinks the callback pin with `key`, if still linked.
+    fn unlink(&self, key: &PinKey) -> Option<SharedPin> {
+        self.registry.remove(key)
+    }
+
+    /// How many pins are live: linked callback pins and persistent pins.
+    pub(crate) fn len(&self) -> usize {
+        self.registry.len() + self.persistent.lock().iter().count()
+    }
+
+    /// Calls `f` with the id of every live pin and the pin: the registry's in key
+    /// order, then the persistent ones in the order they were made.
+    pub(crate) fn for_each(&self, mut f: impl FnMut(u64, &SharedPin)) {
+        self.registry.for_each(|key, pin| f(key.id(), pin));
+        for user in self.persistent.lock().iter() {
+            if let Some(pin) = &user.pin {
+                f(pin.id(), pin);
+            }
+        }
+    }
+}
 
 /// What every part of a client shares.
 #[pin_data]
@@ -106,32 +147,51 @@ impl Client {
         };
         // Accounted as unpinned when its last owner lets go (`PinUsers::released`).
         c.stats.pinned(range.len());
+        if c.mode == Mode::Persistent {
+            // Never shared: listed through its registration (`attach`), not linked.
+            pin.numbered(c.pins.registry.next_id());
+            return Ok(pin);
+        }
         let key = c
             .pins
+            .registry
             .insert(pin.space(), c.mode, pin.clone())
             .map_err(|_| PinError::NoMemory)?;
         if !pin.linked(&key) {
             // Freed before its key was known to the callback: unlink here.
-            drop(c.pins.remove(&key));
+            drop(c.pins.unlink(&key));
         }
         Ok(pin)
     }
 
-    /// Adds `user` to the users of `pin` (a persistent pin has no list: its one user
-    /// holds it); `EFAULT` if the pin's memory is being freed.
-    fn attach(pin: &SharedPin, user: ListArc<User>) -> Result<(), PinError> {
+    /// Adds `user` to the users of `pin`, or, for a persistent pin (whose one user
+    /// holds it), to the list of persistent registrations; `EFAULT` if the pin's memory
+    /// is being freed.
+    fn attach(&self, pin: &SharedPin, user: ListArc<User>) -> Result<(), PinError> {
         match pin.users() {
             Some(u) => u.users.lock().attach(user),
-            None => Ok(()),
+            None => {
+                self.shared.pins.persistent.lock().push_back(user);
+                Ok(())
+            }
         }
     }
 
-    /// Removes `user` from the users of `pin`; unlinks the pin when it was the last.
+    /// Removes `user` from the users of `pin` (or the persistent registrations); unlinks
+    /// a callback pin when it was the last.
     fn detach(&self, pin: &SharedPin, user: &User) {
-        let last = pin.users().is_none_or(|u| u.users.lock().detach(user));
-        if last {
+        let Some(u) = pin.users() else {
+            // SAFETY: the user of a persistent pin is in the persistent list or in
+            // none: its one `ListArc` went to `attach`, which put it there, and only
+            // this removes it.
+            let listed = unsafe { self.shared.pins.persistent.lock().remove(user) };
+            // After the lock (the caller holds the user too: never the last reference).
+            drop(listed);
+            return;
+        };
+        if u.users.lock().detach(user) {
             if let Some(k) = pin.key() {
-                drop(self.shared.pins.remove(&k));
+                drop(self.shared.pins.unlink(&k));
             }
         }
     }
@@ -160,7 +220,7 @@ impl Client {
         let used = pin.users().is_some_and(|u| !u.users.lock().list.is_empty());
         if !used {
             if let Some(k) = pin.key() {
-                drop(self.shared.pins.remove(&k));
+                drop(self.shared.pins.unlink(&k));
             }
         }
     }
@@ -177,7 +237,7 @@ impl Client {
             }
         };
         let arc = user.clone_arc();
-        Ok(match Self::attach(&pin, user) {
+        Ok(match self.attach(&pin, user) {
             Ok(()) => Ok(arc),
             Err(e) => {
                 self.detach(&pin, &arc);
@@ -208,7 +268,7 @@ impl Client {
             return Ok(None);
         };
         if c.mode == Mode::Callback {
-            if let Some(pin) = c.pins.find_covering(space, Mode::Callback, range) {
+            if let Some(pin) = c.pins.registry.find_covering(space, Mode::Callback, range) {
                 if let Ok(user) = self.attach_user(span, pin)? {
                     c.stats.pin_reuses.fetch_add(1, Ordering::Relaxed);
                     return Ok(Some(user));

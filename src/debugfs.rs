@@ -58,9 +58,9 @@ impl fmt::Debug for PinsView {
         writeln!(f, "# id tgid mode start end bytes users state space")?;
         let salt = Arc::as_ptr(&self.0) as u64;
         let mut res = Ok(());
-        self.0.for_each(|key, pin| {
+        self.0.for_each(|id, pin| {
             if res.is_ok() {
-                res = pin.describe(key, salt, f);
+                res = pin.describe(id, salt, f);
             }
         });
         res

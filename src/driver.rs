@@ -11,7 +11,7 @@ use crate::{
     glue,
     nv_p2p::{MissingSymbol, NvP2p},
     peer_mem::{ClientKind, PeerCore, Registration},
-    registry::{Mode, Registry},
+    registry::Mode,
     stats::Stats,
 };
 
@@ -101,7 +101,7 @@ impl kernel::Module for PeerMem {
             );
         }
 
-        let pins = Arc::pin_init(Registry::new(), GFP_KERNEL)?;
+        let pins = Arc::pin_init(Pins::new(), GFP_KERNEL)?;
         let stats = Arc::new(Stats::default(), GFP_KERNEL)?;
         let persistent_client = |kind| {
             Client::new(
@@ -174,7 +174,7 @@ impl Drop for PeerMem {
         // if nothing is live, which the module references guarantee at rmmod.
         let live = self.pins.len();
         if live != 0 {
-            pr_err!("{} pins still linked at unload\n", live);
+            pr_err!("{} pins still live at unload\n", live);
         }
         pr_info!("peermem unloaded\n");
     }

@@ -132,9 +132,15 @@ impl<V: Entry> Registry<V> {
         })
     }
 
+    /// A new id from the registry's sequence (never 0, never `u64::MAX`: 64 bits do not
+    /// run out): each linked pin's, and the number of a pin listed elsewhere.
+    pub(crate) fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
     /// Links `pin` under `space`, `mode` and its range; returns its key.
     pub(crate) fn insert(&self, space: SpaceId, mode: Mode, pin: V) -> Result<PinKey> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = self.next_id();
         let key = PinKey::new(space, mode, pin.range().start(), id);
         let node = RBTreeNode::new(key, pin, GFP_KERNEL)?;
         self.tree.lock().insert(node);

@@ -72,6 +72,19 @@ impl SharedPin {
             .is_ok()
     }
 
+    /// Numbers a persistent pin, which is never linked, for the `pins` file (once, when
+    /// it is made).
+    pub(super) fn numbered(&self, id: u64) {
+        // INVARIANT: a persistent pin: its id is set once, over 0, and nothing else
+        // changes it (it has no free callback).
+        self.info().id.store(id, Ordering::Release);
+    }
+
+    /// The pin's number in the `pins` file: its registry id.
+    pub(super) fn id(&self) -> u64 {
+        self.info().id.load(Ordering::Acquire)
+    }
+
     pub(super) fn range(&self) -> GpuRange {
         self.pin.range()
     }
@@ -91,15 +104,18 @@ impl SharedPin {
         space_of(&self.pin.identity())
     }
 
-    /// The registry key, once linked.
+    /// The registry key, once linked (a persistent pin never is).
     pub(crate) fn key(&self) -> Option<PinKey> {
-        self.info().key(self.space(), self.mode(), self.range())
+        match self.mode() {
+            Mode::Callback => self.info().key(self.space(), Mode::Callback, self.range()),
+            Mode::Persistent => None,
+        }
     }
 
-    /// Writes the pin's line of the debugfs `pins` file.
+    /// Writes the pin's line of the debugfs `pins` file, numbered `id`.
     pub(crate) fn describe(
         &self,
-        key: &PinKey,
+        id: u64,
         salt: u64,
         f: &mut core::fmt::Formatter<'_>,
     ) -> core::fmt::Result {
@@ -112,7 +128,7 @@ impl SharedPin {
         writeln!(
             f,
             "{} {} {} {:#x} {:#x} {} {} {} {:016x}",
-            key.id(),
+            id,
             space.tgid,
             mode,
             r.start(),
@@ -149,17 +165,19 @@ impl Entry for SharedPin {
 ///
 /// # Invariants
 ///
-/// `id` is 0 until the pin is linked, then its registry id (neither 0 nor `UNLINKED`),
-/// set once; the free callback sets `UNLINKED` as it unlinks the pin (or finds it not
-/// linked yet), after which it never changes. So exactly one of the callback and the
-/// linker unlinks a freed pin.
+/// For a callback pin, `id` is 0 until the pin is linked, then its registry id (neither
+/// 0 nor `UNLINKED`), set once; the free callback sets `UNLINKED` as it unlinks the pin
+/// (or finds it not linked yet), after which it never changes. So exactly one of the
+/// callback and the linker unlinks a freed pin. A persistent pin is never linked: its
+/// `id` is a number from the registry's sequence, set once when it is made, for the
+/// `pins` file only.
 #[pin_data]
 pub(crate) struct PinUsers {
     pub(super) client: Arc<ClientShared>,
     /// The registry id, 0 until linked: the rest of the key is the owner, the mode and
     /// the start, so the record keeps eight bytes of it instead of a 32-byte key. The
     /// pin holds its owner's `mm_struct`, so the key's address is not reused while
-    /// linked.
+    /// linked. A persistent pin's number (see the type's invariants).
     id: AtomicU64,
     /// A spinlock: what it guards is a flag and list links, changed without sleeping.
     #[pin]
@@ -262,7 +280,7 @@ impl FreeHandler for PinUsers {
         // INVARIANT: set once and for all, as the callback unlinks.
         let id = self.id.swap(UNLINKED, Ordering::AcqRel);
         if let Some(key) = key_of(id, space_of(&pin), Mode::Callback, pin.range) {
-            drop(self.client.pins.remove(&key));
+            drop(self.client.pins.unlink(&key));
         }
         for user in list.iter() {
             user.invalidate(&self.client);

@@ -41,7 +41,8 @@ pub(crate) struct User {
     pub(super) core_context: AtomicU64,
     #[pin]
     pub(super) state: SpinLock<UserState>,
-    /// Its place among the users of its pin (`Users`).
+    /// Its place among the users of its pin (`Users`), or, for a persistent pin, in the
+    /// list of persistent registrations (`Pins`): one list at most.
     #[pin]
     links: ListLinks,
 }
@@ -54,7 +55,8 @@ const _: () = assert!(
     "a registration's record must fit a 128-byte allocation"
 );
 
-// The one `ListArc` of a user is made with it and handed to its pin's users list.
+// The one `ListArc` of a user is made with it and handed to its pin's users list, or to
+// the list of persistent registrations.
 impl_list_arc_safe! {
     impl ListArcSafe<0> for User { untracked; }
 }
