@@ -27,6 +27,10 @@ const EPS: f64 = 1e-9;
 /// multiple of the reference's figure).
 const REG_TARGETS: [(&str, u64, f64); 1] = [("reg_mean_ns", COSTLY_PIN_US, 0.55)];
 
+/// Module bytes per live registration against the baseline's: size, limit (as a
+/// multiple of the reference's figure), and the limit in words.
+const MEMORY_TARGETS: [(u64, f64, &str); 2] = [(SIZE_64M, 0.1, "1/10 of "), (SIZE_64K, 1.0, "")];
+
 /// A registration's whole cost against the baseline, at each latency size: register +
 /// deregister, mean and 99th percentile, at zero pin cost (a client's own overhead
 /// against the reference's), and the mean with a costly pin.
@@ -302,18 +306,11 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
         "entries",
     ));
 
-    for (size, limit, text) in [(SIZE_64M, 0.1, "1/10 of"), (SIZE_64K, 1.0, "")] {
-        let name = if text.is_empty() {
-            format!(
-                "module bytes per live registration at {}: peermem <= reference",
-                human_size(size)
-            )
-        } else {
-            format!(
-                "module bytes per live registration at {}: peermem <= {text} reference",
-                human_size(size)
-            )
-        };
+    for (size, limit, text) in MEMORY_TARGETS {
+        let name = format!(
+            "module bytes per live registration at {}: peermem <= {text}reference",
+            human_size(size)
+        );
         targets.push(ratio_target(
             name,
             pair(results, "memory", "bytes_per_reg_module", size, None),
@@ -363,50 +360,116 @@ pub fn floor_lines(results: &Results) -> String {
     let mut out = String::new();
     for size in LATENCY_SIZES {
         for (metric, cost, limit) in REG_TARGETS.into_iter().chain(OP_TARGETS) {
-            let Some(key) = results
+            let key = results
                 .keys_of("latency", metric)
-                .find(|k| k.size == size && k.cost_us == cost)
-            else {
-                continue;
-            };
-            let Some(f) = results.get(Strategy::Floor, key) else {
-                continue;
-            };
-            let _ = write!(
-                out,
-                "{cost} us pin cost, {}, {metric} <= {limit} x reference: floor {} ns",
-                human_size(size),
-                format_value(f)
+                .find(|k| k.size == size && k.cost_us == cost);
+            let label = format!(
+                "{cost} us pin cost, {}, {metric} <= {limit} x reference",
+                human_size(size)
             );
-            let Some(r) = results.get(Strategy::Reference, key).filter(|r| *r > 0.0) else {
-                let _ = writeln!(out, ", no reference figure");
-                continue;
-            };
-            let room = limit * r - f;
-            let _ = write!(out, " = {:.3} x reference: ", f / r);
-            if room >= 0.0 {
-                let _ = write!(out, "leaves {room:.0} ns to a client's own work");
-            } else {
-                let _ = write!(
-                    out,
-                    "out of reach for a client that pins once, by {:.0} ns",
-                    -room
-                );
-            }
-            match results.get(Strategy::Peermem, key) {
-                Some(p) if p >= f => {
-                    let _ = writeln!(out, "; peermem {:.0} ns above the floor", p - f);
-                }
-                Some(p) => {
-                    let _ = writeln!(out, "; peermem {:.0} ns below it", f - p);
-                }
-                None => {
-                    let _ = writeln!(out);
-                }
-            }
+            floor_line(
+                &mut out,
+                results,
+                key,
+                &label,
+                "ns",
+                "work",
+                Bound::Times(limit),
+            );
         }
     }
+    let key = |size| {
+        results
+            .keys_of("memory", "bytes_per_reg_module")
+            .find(move |k| k.size == size)
+    };
+    for (size, limit, _) in MEMORY_TARGETS {
+        let label = format!(
+            "module bytes per live registration at {} <= {limit} x reference",
+            human_size(size)
+        );
+        floor_line(
+            &mut out,
+            results,
+            key(size),
+            &label,
+            "B",
+            "records",
+            Bound::Times(limit),
+        );
+    }
+    let label = format!(
+        "module bytes per live registration at {} <= {SMALL_REG_BYTES} B",
+        human_size(SIZE_64K)
+    );
+    let bound = Bound::Absolute(SMALL_REG_BYTES as f64);
+    floor_line(
+        &mut out,
+        results,
+        key(SIZE_64K),
+        &label,
+        "B",
+        "records",
+        bound,
+    );
     out
+}
+
+/// What a target allows: a multiple of the reference's figure, or a fixed figure.
+#[derive(Clone, Copy)]
+enum Bound {
+    Times(f64),
+    Absolute(f64),
+}
+
+/// One line of [`floor_lines`]: the floor's figure at `key` against the target
+/// `label` (`bound`), in `unit`; what it leaves to a client's own `what`, and how far
+/// peermem is from it. Nothing without a floor figure.
+fn floor_line(
+    out: &mut String,
+    results: &Results,
+    key: Option<&Key>,
+    label: &str,
+    unit: &str,
+    what: &str,
+    bound: Bound,
+) {
+    let Some((key, f)) = key.and_then(|k| Some((k, results.get(Strategy::Floor, k)?))) else {
+        return;
+    };
+    let _ = write!(out, "{label}: floor {} {unit}", format_value(f));
+    let limit = match bound {
+        Bound::Absolute(limit) => limit,
+        Bound::Times(times) => {
+            let Some(r) = results.get(Strategy::Reference, key).filter(|r| *r > 0.0) else {
+                let _ = writeln!(out, ", no reference figure");
+                return;
+            };
+            let _ = write!(out, " = {:.3} x reference", f / r);
+            times * r
+        }
+    };
+    let room = limit - f;
+    if room >= 0.0 {
+        let _ = write!(out, ": leaves {room:.0} {unit} to a client's own {what}");
+    } else {
+        let _ = write!(
+            out,
+            ": out of reach for a client that pins once, by {:.0} {unit}",
+            -room
+        );
+    }
+    match results.get(Strategy::Peermem, key) {
+        Some(p) if p >= f => {
+            let _ = writeln!(out, "; peermem {:.0} {unit} above the floor", p - f);
+        }
+        Some(p) => {
+            let _ = writeln!(out, "; peermem {:.0} {unit} below it", f - p);
+        }
+        None => {
+            let _ = writeln!(out);
+        }
+    }
 }
 
 /// The targets as printed: `PASS  name: figure`.
@@ -676,6 +739,9 @@ PEERMEM-BENCH,floor,latency,op_p99_ns,2097152,0,0,50000
 PEERMEM-BENCH,peermem,latency,op_p99_ns,67108864,0,0,90000
 PEERMEM-BENCH,reference,latency,op_p99_ns,67108864,0,0,120000
 PEERMEM-BENCH,floor,latency,op_p99_ns,67108864,0,0,100000
+PEERMEM-BENCH,peermem,memory,bytes_per_reg_module,65536,0,4096,416
+PEERMEM-BENCH,reference,memory,bytes_per_reg_module,65536,0,4096,128
+PEERMEM-BENCH,floor,memory,bytes_per_reg_module,65536,0,4096,128
 ";
         let lines = floor_lines(&Results::new(parse_log(log).rows));
         // The median of the floor's runs (14500) against 1.0 x 16000.
@@ -689,7 +755,11 @@ PEERMEM-BENCH,floor,latency,op_p99_ns,67108864,0,0,100000
              reference: leaves 20000 ns to a client's own work; peermem 10000 ns below it\n\
              50 us pin cost, 64 MiB, op_mean_ns <= 0.55 x reference: floor 240000 ns = 0.600 x \
              reference: out of reach for a client that pins once, by 20000 ns; peermem 10000 ns \
-             above the floor\n"
+             above the floor\n\
+             module bytes per live registration at 64 KiB <= 1 x reference: floor 128 B = 1.000 x \
+             reference: leaves 0 B to a client's own records; peermem 288 B above the floor\n\
+             module bytes per live registration at 64 KiB <= 256 B: floor 128 B: leaves 128 B to \
+             a client's own records; peermem 288 B above the floor\n"
         );
         // Only the floor rows make lines: a log without them prints none.
         assert_eq!(floor_lines(&Results::new(parse_log(GOOD).rows)), "");
