@@ -155,7 +155,7 @@ impl Client {
         let key = c
             .pins
             .registry
-            .insert(pin.space(), c.mode, pin.clone())
+            .insert(pin.space(), Mode::Callback, pin.clone())
             .map_err(|_| PinError::NoMemory)?;
         if !pin.linked(&key) {
             // Freed before its key was known to the callback: unlink here.

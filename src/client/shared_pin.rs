@@ -107,7 +107,7 @@ impl SharedPin {
     /// The registry key, once linked (a persistent pin never is).
     pub(crate) fn key(&self) -> Option<PinKey> {
         match self.mode() {
-            Mode::Callback => self.info().key(self.space(), Mode::Callback, self.range()),
+            Mode::Callback => self.info().key(self.space(), self.range()),
             Mode::Persistent => None,
         }
     }
@@ -201,9 +201,9 @@ impl PinUsers {
         })
     }
 
-    /// The registry key of the pin of `space`, `mode` and `range`, while linked.
-    fn key(&self, space: SpaceId, mode: Mode, range: GpuRange) -> Option<PinKey> {
-        key_of(self.id.load(Ordering::Acquire), space, mode, range)
+    /// The registry key of the callback pin of `space` and `range`, while linked.
+    fn key(&self, space: SpaceId, range: GpuRange) -> Option<PinKey> {
+        key_of(self.id.load(Ordering::Acquire), space, range)
     }
 }
 
@@ -211,11 +211,12 @@ impl PinUsers {
 /// yet (the registry counts its ids up from 1: 64 bits never reach this).
 const UNLINKED: u64 = u64::MAX;
 
-/// The key of a pin of `space`, `mode` and `range` with registry id `id`, if linked.
-fn key_of(id: u64, space: SpaceId, mode: Mode, range: GpuRange) -> Option<PinKey> {
+/// The key of a callback pin (the only ones linked) of `space` and `range` with registry
+/// id `id`, if linked.
+fn key_of(id: u64, space: SpaceId, range: GpuRange) -> Option<PinKey> {
     match id {
         0 | UNLINKED => None,
-        id => Some(PinKey::new(space, mode, range.start(), id)),
+        id => Some(PinKey::new(space, Mode::Callback, range.start(), id)),
     }
 }
 
@@ -279,7 +280,7 @@ impl FreeHandler for PinUsers {
         // its linker, which finds `UNLINKED` (`SharedPin::linked`).
         // INVARIANT: set once and for all, as the callback unlinks.
         let id = self.id.swap(UNLINKED, Ordering::AcqRel);
-        if let Some(key) = key_of(id, space_of(&pin), Mode::Callback, pin.range) {
+        if let Some(key) = key_of(id, space_of(&pin), pin.range) {
             drop(self.client.pins.unlink(&key));
         }
         for user in list.iter() {

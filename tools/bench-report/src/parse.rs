@@ -20,7 +20,7 @@ pub enum Strategy {
     /// The baseline client costed as nvidia-peermem (tests/bench/peermem_baseline.c).
     Reference,
     /// The baseline's floor mode: one pin and nothing of its own beyond the
-    /// reference's context and SG table (the latency series only).
+    /// reference's context and SG table.
     Floor,
 }
 
