@@ -410,7 +410,8 @@ impl<T: FreeHandler> PinShared<T> {
     ) -> Result<(), PinError> {
         let mut st = self.state.lock();
         if st.phase == Phase::Freed {
-            // A callback ran between get_pages returning and now: the table is gone.
+            // A callback ran since the driver armed it, maybe before get_pages
+            // returned (docs/abi.md 1.4): the table is gone, and not to be read.
             return Err(PinError::Freed);
         }
         // SAFETY: the driver just handed `table` out and cannot free it before a

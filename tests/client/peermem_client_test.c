@@ -756,6 +756,7 @@ static void free_invalidates_each_registration_once(struct kunit *test)
 struct race {
 	struct job g, h;	/* the concurrent actions */
 	u64 old;		/* a hit counter before the race */
+	const struct pause_at *at;	/* where a registration parks, if set */
 	bool h_waited;		/* r->h had not returned while r->g was parked */
 };
 
@@ -890,40 +891,109 @@ static void race_free_while_another_registration_is_in_dma_map(struct kunit *tes
 	env_end(&e);
 }
 
-static void orch_free_after_acquire(struct job *j)
+/* A pause point of either fake, for a race that parks a registration there. */
+struct pause_at {
+	void (*arm)(int pt);
+	int (*wait)(int pt, unsigned int timeout_ms);
+	void (*release)(int pt);
+	u64 (*hits)(int pt);
+	int pt;
+};
+
+static void core_arm(int pt) { fake_core_pause_arm(pt); }
+static int core_wait(int pt, unsigned int ms) { return fake_core_pause_wait(pt, ms); }
+static void core_release(int pt) { fake_core_pause_release(pt); }
+static u64 core_hits(int pt) { return fake_core_pause_hits(pt); }
+static void nv_arm(int pt) { fake_nv_pause_arm(pt); }
+static int nv_wait(int pt, unsigned int ms) { return fake_nv_pause_wait(pt, ms); }
+static void nv_release(int pt) { fake_nv_pause_release(pt); }
+
+/* A counter of the "nv_mem" client in the core, now (a function: small test frames). */
+static noinline u64 nv_mem_stat(size_t off)
+{
+	struct fake_core_client_stats s;
+
+	if (fake_core_client_stats("nv_mem", &s))
+		return U64_MAX;
+	return *(u64 *)((char *)&s + off);
+}
+
+#define NV_MEM_STAT(field) nv_mem_stat(offsetof(struct fake_core_client_stats, field))
+
+/* Frees r->g's buffer once a registration is parked at r->at, and lets the
+ * registration go on once the free, callback included, has returned. */
+static void orch_free_while_parked(struct job *j)
 {
 	struct race *r = j->ctx;
-	int ret = free_when_parked(fake_core_pause_wait(FAKE_CORE_PAUSE_AFTER_ACQUIRE, 5000), r);
+	int ret = free_when_parked(r->at->wait(r->at->pt, 5000), r);
 
 	ret = finish(&r->g, ret);
-	fake_core_pause_release(FAKE_CORE_PAUSE_AFTER_ACQUIRE);
+	r->at->release(r->at->pt);
 	j->ret = ret;
 }
 
-/* The memory is freed between acquire (which pinned) and get_pages. */
-static void race_free_between_acquire_and_get_pages(struct kunit *test)
+/*
+ * A registration parks at @at, after its pin was made, while its buffer is freed: the
+ * callback runs once, peermem claims the range and its get_pages reports the free
+ * (EFAULT), nothing is mapped and nothing is left. (A client that passed the range on
+ * as not its own would give the application the same EFAULT, from the core, without
+ * a get_pages.)
+ */
+static void race_free_while_parked(struct kunit *test, const struct pause_at *at)
 {
-	struct race r = { .g = { .fn = job_free } };
-	struct job f = { .fn = orch_free_after_acquire, .ctx = &r };
+	struct race r = { .g = { .fn = job_free }, .at = at };
+	struct job f = { .fn = orch_free_while_parked, .ctx = &r };
 	struct fake_nv_counters c;
 	struct fake_mr *mr;
+	u64 hits, claimed, got, mapped;
 	struct env e;
-	u64 hits;
 
 	race_begin(test, &e, &r);
-	hits = fake_core_pause_hits(FAKE_CORE_PAUSE_AFTER_ACQUIRE);
-	fake_core_pause_arm(FAKE_CORE_PAUSE_AFTER_ACQUIRE);
+	claimed = NV_MEM_STAT(acquire_hits);
+	got = NV_MEM_STAT(get_pages);
+	mapped = NV_MEM_STAT(dma_maps);
+	hits = at->hits(at->pt);
+	at->arm(at->pt);
 	KUNIT_ASSERT_EQ(test, job_start(&f), 0);
-	mr = reg(r.g.va, SZ_1M);	/* parks after acquire until the free is done */
+	mr = reg(r.g.va, SZ_1M);	/* parks until the free is done */
 	race_joined(test, &f, &r);
-	/* get_pages found the pin dead: the registration fails cleanly. */
 	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(mr), -EFAULT);
 	if (!IS_ERR(mr))
 		fake_core_dereg_mr(mr);
-	KUNIT_EXPECT_EQ(test, fake_core_pause_hits(FAKE_CORE_PAUSE_AFTER_ACQUIRE), hits + 1);
+	KUNIT_EXPECT_EQ(test, at->hits(at->pt), hits + 1);
 	fake_nv_get_counters(&c);
 	KUNIT_EXPECT_EQ(test, c.callbacks_run, e.nv0.callbacks_run + 1);
+	KUNIT_EXPECT_EQ(test, c.pins_total, e.nv0.pins_total + 1);
+	KUNIT_EXPECT_EQ(test, NV_MEM_STAT(acquire_hits), claimed + 1);
+	KUNIT_EXPECT_EQ(test, NV_MEM_STAT(get_pages), got + 1);
+	KUNIT_EXPECT_EQ(test, NV_MEM_STAT(dma_maps), mapped);
 	env_end(&e);
+}
+
+/* The memory is freed between acquire (which pinned and linked) and get_pages: get_pages
+ * finds the pin dead. */
+static void race_free_between_acquire_and_get_pages(struct kunit *test)
+{
+	static const struct pause_at after_acquire = {
+		core_arm, core_wait, core_release, core_hits, FAKE_CORE_PAUSE_AFTER_ACQUIRE,
+	};
+
+	race_free_while_parked(test, &after_acquire);
+}
+
+/*
+ * The memory is freed after nvidia.ko armed the pin's callback and before get_pages
+ * returned (the driver registers the callback last, docs/abi.md 1.4): the callback
+ * runs and the driver tears the table down before peermem has it, which peermem must
+ * not read.
+ */
+static void race_free_before_get_pages_returns(struct kunit *test)
+{
+	static const struct pause_at get_pages_done = {
+		nv_arm, nv_wait, nv_release, nv_hits, FAKE_NV_PAUSE_GET_PAGES_DONE,
+	};
+
+	race_free_while_parked(test, &get_pages_done);
 }
 
 static void orch_dereg_in_invalidate(struct job *j)
@@ -1193,6 +1263,7 @@ static struct kunit_case peermem_client_cases[] = {
 	KUNIT_CASE(race_free_while_deregistration_is_in_put_pages),
 	KUNIT_CASE(race_free_while_another_registration_is_in_dma_map),
 	KUNIT_CASE(race_free_between_acquire_and_get_pages),
+	KUNIT_CASE(race_free_before_get_pages_returns),
 	KUNIT_CASE(race_deregistration_while_callback_is_in_invalidate),
 	KUNIT_CASE_SLOW(race_free_against_deregistration_rounds),
 	KUNIT_CASE(deregistration_from_another_process_keeps_the_pin),

@@ -96,6 +96,8 @@ enum fake_nv_pause_point {
 	FAKE_NV_PAUSE_PUT_PAGES,	/* inside put_pages (and put_pages_persistent), lock held */
 	FAKE_NV_PAUSE_DMA_MAP,		/* inside dma_map_pages, table lock held */
 	FAKE_NV_PAUSE_GET_PAGES,	/* inside get_pages (both kinds), driver lock held */
+	FAKE_NV_PAUSE_GET_PAGES_DONE,	/* get_pages pinned, callback armed, lock dropped,
+					 * not returned: a free may run the callback first */
 	FAKE_NV_PAUSE_COUNT,
 };
 void fake_nv_pause_arm(enum fake_nv_pause_point pt);

@@ -764,8 +764,14 @@ static int do_get_pages(u64 va, u64 len, struct nvidia_p2p_page_table **out,
 		counters.persistent_live++;
 	counters.bar1_bytes_in_use += (u64)newpages * FNV_PAGE;
 	spin_unlock(&cnt_lock);
-	fnv_unlock(&drv_lock);
 	*out = t;
+	fnv_unlock(&drv_lock);
+	/*
+	 * nvidia.ko registers the free callback as the last step of get_pages, with no
+	 * lock held from then on (docs/abi.md 1.4): a free from another thread may run
+	 * the callback, and the driver free the table, before the caller has it.
+	 */
+	pause_point(FAKE_NV_PAUSE_GET_PAGES_DONE);
 	return 0;
 
 out_free:

@@ -687,6 +687,49 @@ static void t_pause_points(struct kunit *test)
 	expect_clean(test);
 }
 
+/* Frees t->va of t->p once a get_pages is parked before returning, then lets it return. */
+static int fn_free_before_return(struct thr *t)
+{
+	int ret = fake_nv_pause_wait(FAKE_NV_PAUSE_GET_PAGES_DONE, 5000);
+
+	if (!ret)
+		ret = fake_nv_free(t->p, t->va);
+	fake_nv_pause_release(FAKE_NV_PAUSE_GET_PAGES_DONE);
+	return ret;
+}
+
+/*
+ * As nvidia.ko, which registers the callback last: a free may run the callback, and
+ * tear the table down, before get_pages returns it. get_pages still answers 0 with that
+ * table, and a put of it afterwards finds it torn down (0 from 535.14 on).
+ */
+static void t_callback_before_get_pages_returns(struct kunit *test)
+{
+	struct fake_nv_proc *p = newproc(test);
+	struct cbrec *r = newrec(test);
+	struct nvidia_p2p_page_table *t = NULL;
+	u64 h = fake_nv_pause_hits(FAKE_NV_PAUSE_GET_PAGES_DONE);
+	u64 va = fake_nv_alloc(p, P64K, true);
+	struct thr *th;
+
+	fake_nv_pause_arm(FAKE_NV_PAUSE_GET_PAGES_DONE);
+	th = thr_start(test, fn_free_before_return, p, false, va, 0, NULL, NULL);
+	KUNIT_EXPECT_EQ(test, pin_cb(va, P64K, &t, r), 0);
+	KUNIT_EXPECT_EQ(test, thr_wait(th), 0);
+	KUNIT_EXPECT_EQ(test, fake_nv_pause_hits(FAKE_NV_PAUSE_GET_PAGES_DONE) - h, 1);
+	/* The callback ran while get_pages had not returned; the pin is gone. */
+	KUNIT_EXPECT_EQ(test, r->calls, 1);
+	KUNIT_EXPECT_PTR_NE(test, r->task, current);
+	KUNIT_EXPECT_EQ(test, NOW(pins_live), cnt_before(test, OFF(pins_live)));
+	KUNIT_EXPECT_EQ(test, D(test, callbacks_run), 1);
+	if (!LEGACY)
+		KUNIT_EXPECT_EQ(test, nvidia_p2p_put_pages(0, 0, va, t), 0);
+	KUNIT_EXPECT_EQ(test, D(test, violations_total), 0);
+	endproc(test, p, true);
+	KUNIT_EXPECT_EQ(test, r->calls, 1);
+	expect_clean(test);
+}
+
 static void t_dma_map_hca(struct kunit *test)
 {
 	struct fake_nv_proc *p = newproc(test);
@@ -1062,6 +1105,7 @@ static struct kunit_case fake_nv_cases[] = {
 	KUNIT_CASE(t_callback_once_locked),
 	KUNIT_CASE(t_put_after_callback),
 	KUNIT_CASE(t_pause_points),
+	KUNIT_CASE(t_callback_before_get_pages_returns),
 	KUNIT_CASE(t_dma_map_hca),
 	KUNIT_CASE(t_dma_mask_refused),
 	KUNIT_CASE(t_unmap_wrong_peer),
