@@ -805,6 +805,18 @@ int nvidia_p2p_get_pages(u64 p2p_token, u32 va_space_token, u64 virtual_address,
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages);
 
+/*
+ * What nvidia.ko answers to a put of a table it does not find pinned at that address
+ * (never handed out, already put, another address): from 535.14 on, the put of a
+ * callback pin maps RM's "object not found" to 0 (docs/abi.md 1.1), the same answer as
+ * for a table its callback tore down; the fake still counts the client's mistake.
+ * Older drivers, and the persistent put (which reads the table), have no safe answer.
+ */
+static int put_not_found(bool persistent_api)
+{
+	return FNV_LEGACY || persistent_api ? -EINVAL : 0;
+}
+
 /* Common put path; @persistent_api: called as put_pages_persistent. */
 static int do_put_pages(u64 va, struct nvidia_p2p_page_table *table, bool persistent_api,
 			unsigned long caller)
@@ -814,11 +826,13 @@ static int do_put_pages(u64 va, struct nvidia_p2p_page_table *table, bool persis
 	const char *fn = persistent_api ? "put_pages_persistent" : "put_pages";
 	int ret = 0;
 
+	if (!table)
+		return 0;	/* both puts answer 0 to a NULL table, first thing */
 	pin = find_pin(table);
 	if (!pin) {
 		violation(FAKE_NV_V_UNKNOWN_TABLE, caller, "%s of table %px never handed out",
 			  fn, table);
-		return -EINVAL;
+		return put_not_found(persistent_api);
 	}
 	if (READ_ONCE(cb_task) == current) {
 		/* Would self-deadlock on the driver lock in the real driver. */
@@ -854,7 +868,7 @@ static int do_put_pages(u64 va, struct nvidia_p2p_page_table *table, bool persis
 	}
 	if (pin->state == FNV_PUT) {
 		violation(FAKE_NV_V_DOUBLE_PUT, caller, "%s of table %px already put", fn, table);
-		ret = -EINVAL;
+		ret = put_not_found(persistent_api);
 		goto out;
 	}
 	if (!FNV_LEGACY && pin->persistent != persistent_api) {
@@ -869,9 +883,9 @@ static int do_put_pages(u64 va, struct nvidia_p2p_page_table *table, bool persis
 		goto out;
 	}
 	if (va != pin->va) {
-		pr_err("%s of table %px with address %llx, pinned at %llx: -EINVAL\n", fn, table,
-		       va, pin->va);
-		ret = -EINVAL;
+		ret = put_not_found(persistent_api);
+		pr_err("%s of table %px with address %llx, pinned at %llx: not found, %d\n", fn,
+		       table, va, pin->va, ret);
 		goto out;
 	}
 	charge_us(config.unpin_cost_us);
@@ -922,12 +936,17 @@ int nvidia_p2p_put_pages_persistent(u64 virtual_address,
 EXPORT_SYMBOL_GPL(nvidia_p2p_put_pages_persistent);
 #endif
 
+/*
+ * free_page_table and free_dma_mapping are no-ops answering 0 in the open driver
+ * (docs/abi.md 1.1); the fake counts an object it never handed out, and keeps -EINVAL
+ * for it in the pre-535.14 build, whose answer is not known.
+ */
 int nvidia_p2p_free_page_table(struct nvidia_p2p_page_table *page_table)
 {
 	if (!find_pin(page_table)) {
 		violation(FAKE_NV_V_UNKNOWN_TABLE, _RET_IP_,
 			  "free_page_table of table %px never handed out", page_table);
-		return -EINVAL;
+		return FNV_LEGACY ? -EINVAL : 0;
 	}
 	return 0;	/* the driver frees it itself after the callback */
 }
@@ -938,7 +957,7 @@ int nvidia_p2p_free_dma_mapping(struct nvidia_p2p_dma_mapping *dma_mapping)
 	if (!find_map(dma_mapping)) {
 		violation(FAKE_NV_V_UNKNOWN_TABLE, _RET_IP_,
 			  "free_dma_mapping of mapping %px never handed out", dma_mapping);
-		return -EINVAL;
+		return FNV_LEGACY ? -EINVAL : 0;
 	}
 	return 0;
 }
@@ -999,8 +1018,8 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer, struct nvidia_p2p_page_table 
 	u32 i = 0, n;
 	int ret;
 
-	if (!peer || !dma_mapping)
-		return -EINVAL;
+	if (!peer || !page_table || !dma_mapping)
+		return -EINVAL;	/* checked first, as nvidia.ko does */
 	pin = find_pin(page_table);
 	if (!pin) {
 		violation(FAKE_NV_V_UNKNOWN_TABLE, _RET_IP_,
@@ -1113,6 +1132,8 @@ int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer, struct nvidia_p2p_page_tabl
 	struct fnv_map *map;
 	int ret = 0;
 
+	if (!peer || !page_table || !dma_mapping)
+		return -EINVAL;	/* checked first, as nvidia.ko does */
 	if (READ_ONCE(cb_task) == current) {
 		violation(FAKE_NV_V_UNMAP_IN_CALLBACK, _RET_IP_,
 			  "dma_unmap_pages inside free callback (table %px, mapping %px)",
@@ -1126,7 +1147,12 @@ int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer, struct nvidia_p2p_page_tabl
 			  "dma_unmap_pages of table %px / mapping %px: %s", page_table, dma_mapping,
 			  !pin ? "table never handed out" : !map ?
 			  "mapping never handed out" : "mapping belongs to another table");
-		return -EINVAL;
+		/*
+		 * From 535.14 on the mapping is looked up in the live table's list, and
+		 * one not there is answered 0 (docs/abi.md 1.1); an unknown or dead table
+		 * is a use-after-free there, without an answer.
+		 */
+		return pin && READ_ONCE(pin->state) == FNV_LIVE && !FNV_LEGACY ? 0 : -EINVAL;
 	}
 	atomic_inc(&pin->in_flight);
 	if (dma_takes_api_lock)
@@ -1140,17 +1166,24 @@ int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer, struct nvidia_p2p_page_tabl
 		goto out;
 	}
 	if (map->state == FNV_M_UNMAPPED) {
+		/* No longer in the table's list: 0 from 535.14 on, as above. */
 		violation(FAKE_NV_V_DOUBLE_UNMAP, _RET_IP_,
 			  "dma_unmap_pages of mapping %px already unmapped", dma_mapping);
-		ret = -EINVAL;
+		ret = FNV_LEGACY ? -EINVAL : 0;
 		goto out;
 	}
 	if (peer != map->peer) {
+		/*
+		 * nvidia.ko WARNs and unmaps anyway, for the peer it mapped for, and answers
+		 * 0 (docs/abi.md 1.1; under panic_on_warn the WARN is fatal).
+		 */
 		violation(FAKE_NV_V_UNMAP_WRONG_PEER, _RET_IP_,
 			  "dma_unmap_pages of mapping %px with peer %s, mapped for %s",
 			  dma_mapping, peer ? pci_name(peer) : "(null)", pci_name(map->peer));
-		ret = -EINVAL;
-		goto out;
+		if (FNV_LEGACY) {
+			ret = -EINVAL;
+			goto out;
+		}
 	}
 	map_teardown(map, FNV_M_UNMAPPED, FNV_POISON_MAP);
 out:
