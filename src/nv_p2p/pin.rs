@@ -270,8 +270,8 @@ impl PinState {
 pub(super) type RawMapping = Raw<bindings::nvidia_p2p_dma_mapping>;
 
 /// The live DMA mappings of a pin: the first in place (a pin mostly has one peer), any
-/// more in a boxed vector, so that the pin's state stays small (the pin with its state
-/// fits a 256-byte allocation).
+/// more in a boxed vector, so that the pin's state stays small (with the client's
+/// record, a pin fits a 192-byte allocation).
 ///
 /// # Invariants
 ///

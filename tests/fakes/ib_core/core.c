@@ -9,7 +9,8 @@
  * id is allocated and held across get_pages and dma_map; put_pages after a failed
  * dma_map under that lock with the id still findable; for invalidating clients the
  * lock held until activation; invalidate finding the id under the xarray lock with a
- * reference, never the client-list mutex; deregistration per client kind; the
+ * reference, never the client-list mutex; deregistration per region and client kind
+ * (an MR stopped under the mapping lock as MLNX_OFED 25.04 and later do); the
  * sg_table zeroed after every unmap and invalidation. It checks every rule a client
  * must follow. A broken rule is a "violation": counted,
  * printed with pr_err by name, and (where it happens during a registration) the
@@ -75,6 +76,7 @@ struct fake_mr {
 	u64 addr, len;
 	u64 core_context;
 	bool has_id;
+	bool is_mr;		/* an MR; false: a CQ/QP/SRQ/doorbell buffer (can_invalidate) */
 	struct device *dma_device;
 	struct mutex map_lock;
 	struct task_struct *lock_owner;
@@ -393,7 +395,7 @@ struct fake_mr *fake_core_reg_mr(u64 addr, u64 len, const struct fake_reg_opts *
 	struct fake_client *c, *winner = NULL;
 	struct device *dev;
 	struct fake_mr *mr;
-	int ret, nmap;
+	int ret;
 
 	if (!opts)
 		opts = &defaults;
@@ -411,6 +413,7 @@ struct fake_mr *fake_core_reg_mr(u64 addr, u64 len, const struct fake_reg_opts *
 	mr->addr = addr;
 	mr->len = len;
 	mr->dma_device = dev;
+	mr->is_mr = opts->can_invalidate;
 	mr->state = MR_MAPPING;
 
 	/* Step 1: the acquire walk, in registration order, under the global mutex. */
@@ -477,8 +480,9 @@ struct fake_mr *fake_core_reg_mr(u64 addr, u64 len, const struct fake_reg_opts *
 		goto err_unlock_release;
 	}
 	STAT_INC(c, dma_maps);
-	nmap = 0;
-	ret = TIMED(c, FAKE_CORE_PHASE_DMA_MAP, c->ops->dma_map(&mr->sgt, mr->ctx, dev, 0, &nmap));
+	/* nmap is the table's own nents, as the real core passes it (umem's sgt). */
+	ret = TIMED(c, FAKE_CORE_PHASE_DMA_MAP,
+		    c->ops->dma_map(&mr->sgt, mr->ctx, dev, 0, (int *)&mr->sgt.nents));
 	if (ret) {
 		if (memchr_inv(&mr->sgt, 0, sizeof(mr->sgt)))
 			violation(FAKE_CORE_V_SG_TOUCHED_ON_FAILURE, c,
@@ -487,7 +491,7 @@ struct fake_mr *fake_core_reg_mr(u64 addr, u64 len, const struct fake_reg_opts *
 			ret = -EINVAL;
 		goto err_unlock_put;
 	}
-	mr->nmap = nmap;
+	mr->nmap = mr->sgt.nents;
 	mr->page_size = c->ops->get_page_size ? c->ops->get_page_size(mr->ctx) : PAGE_SIZE;
 
 	/* Checks, then step 5: trimming. */
@@ -555,24 +559,27 @@ void fake_core_dereg_mr(struct fake_mr *mr)
 	c = mr->client;
 
 	/*
-	 * Per client kind (2.5). Under the mapping lock the state becomes DEAD, which
-	 * blocks later invalidations; the id stays in the xarray until the region is
-	 * unmapped, so an invalidation may still find it and take the lock meanwhile.
+	 * Per region and client kind (2.5). Under the mapping lock the state becomes
+	 * DEAD, which blocks later invalidations; the id stays in the xarray until the
+	 * region is unmapped, so an invalidation may still find it and take the lock
+	 * meanwhile. An MR's deregistration stops invalidation first (the HCA driver
+	 * calls ib_umem_stop_invalidation_notifier, MLNX_OFED 25.04 and later): a client
+	 * without INVALIDATE_UNMAPS, invalidating or not, is unmapped under the lock. A
+	 * CQ/QP/SRQ buffer is released without that step, unmapped with no lock held
+	 * (ib_peer_umem_release), as is an INVALIDATE_UNMAPS client's MR after the lock.
 	 */
 	mr_lock(mr);
 	unmap = mr->state == MR_MAPPED;
 	mr->state = MR_DEAD;
 	mr->armed = false;
 	mr->hca_stopped = true;
-	if (c->invalidating && !c->unmaps && unmap) {
-		/* Plain invalidating client: unmapped under the mapping lock. */
+	if (mr->is_mr && !c->unmaps && unmap) {
 		mr_core_unmap(mr);
 		mr_count_dereg(mr);
 		unmap = false;
 	}
 	mr_unlock(mr);
 	if (unmap) {
-		/* Non-invalidating and INVALIDATE_UNMAPS clients: after the lock. */
 		mr_core_unmap(mr);
 		mr_count_dereg(mr);
 	}
@@ -826,11 +833,13 @@ void *ib_register_peer_memory_client(const struct peer_memory_client *client,
 	if (invalidate_out) {
 		*invalidate_out = fake_core_invalidate;
 		c->invalidating = true;
-		/* Extended only if version[15] != 0 and ex_size >= 148 (docs/abi.md 2.2). */
-		if (client->version[IB_PEER_MEMORY_VER_MAX - 1] &&
-		    ex->ex_size >= PEER_MEM_EX_MIN_SIZE)
-			c->unmaps = ex->flags & PEER_MEM_INVALIDATE_UNMAPS;
 	}
+	/*
+	 * Extended only if version[15] != 0 and ex_size >= 148 (docs/abi.md 2.2); the
+	 * flag is read whether the client invalidates or not, as the real core does.
+	 */
+	if (client->version[IB_PEER_MEMORY_VER_MAX - 1] && ex->ex_size >= PEER_MEM_EX_MIN_SIZE)
+		c->unmaps = ex->flags & PEER_MEM_INVALIDATE_UNMAPS;
 
 	mutex_lock(&clients_lock);
 	client_debugfs(c);

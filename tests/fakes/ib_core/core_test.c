@@ -639,8 +639,50 @@ static void lifecycle_success(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, fake_core_mr_dma_addr(mr, len), 0);
 	t_dereg(mr);
 	KUNIT_EXPECT_STREQ(test, tc->log, "AGMSUPR");
-	KUNIT_EXPECT_FALSE(test, tc->lock_in_unmap);	/* non-invalidating: no lock */
-	KUNIT_EXPECT_FALSE(test, tc->lock_in_put);
+	KUNIT_EXPECT_EQ(test, t_violations(V_TOTAL), 0);
+}
+
+/*
+ * Registers a page at @addr with @opts and deregisters it: the client's whole
+ * sequence, dma_unmap and put_pages under the mapping lock exactly when @locked.
+ */
+static void t_reg_dereg_locked(struct kunit *test, struct tclient *tc, u64 addr,
+			       const struct fake_reg_opts *opts, bool locked)
+{
+	struct fake_mr *mr;
+
+	memset(tc->log, 0, sizeof(tc->log));
+	tc->lock_in_unmap = !locked;
+	tc->lock_in_put = !locked;
+	mr = t_reg(addr, PAGE_SIZE, opts);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
+	t_dereg(mr);
+	KUNIT_EXPECT_STREQ(test, tc->log, "AGMSUPR");
+	KUNIT_EXPECT_EQ(test, tc->lock_in_unmap, locked);
+	KUNIT_EXPECT_EQ(test, tc->lock_in_put, locked);
+}
+
+/*
+ * Where deregistration unmaps (docs/abi.md 2.5): an MR's under the mapping lock for
+ * a client without INVALIDATE_UNMAPS, invalidating or not (the HCA driver stops
+ * invalidation first); a CQ/QP buffer's, and an INVALIDATE_UNMAPS client's MR, with
+ * no lock held. The flag counts for a non-invalidating extended client too.
+ */
+static void lifecycle_dereg_locks_by_region_and_client(struct kunit *test)
+{
+	struct fake_reg_opts buffer = { .can_invalidate = false, .writable = true };
+	struct tclient *plain = t_register(test, 0, "t_dplain", K_PLAIN);
+	struct tclient *ext = t_client(1, "t_dext", K_UNMAPS);
+
+	t_reg_dereg_locked(test, plain, 0x700000, NULL, true);	/* an MR: stopped first */
+	t_reg_dereg_locked(test, plain, 0x700000, &buffer, false);	/* a CQ/QP buffer */
+	t_unregister(plain);
+
+	/* Extended with INVALIDATE_UNMAPS, registered without invalidation. */
+	ext->handle = ib_register_peer_memory_client(&ext->ex.client, NULL);
+	KUNIT_ASSERT_NOT_NULL(test, ext->handle);
+	KUNIT_EXPECT_TRUE(test, fake_core_test_client_unmaps(ext->handle));
+	t_reg_dereg_locked(test, ext, 0x700000, NULL, false);
 	KUNIT_EXPECT_EQ(test, t_violations(V_TOTAL), 0);
 }
 
@@ -810,14 +852,7 @@ static void invalidate_plain_core_unmaps_nested(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, st.releases, 1);
 
 	/* Without invalidation, dereg unmaps under the mapping lock. */
-	memset(tc->log, 0, sizeof(tc->log));
-	tc->lock_in_unmap = false;
-	mr = t_reg(0x4000000, PAGE_SIZE, NULL);
-	KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
-	t_dereg(mr);
-	KUNIT_EXPECT_STREQ(test, tc->log, "AGMSUPR");
-	KUNIT_EXPECT_TRUE(test, tc->lock_in_unmap);
-	KUNIT_EXPECT_TRUE(test, tc->lock_in_put);
+	t_reg_dereg_locked(test, tc, 0x4000000, NULL, true);
 	KUNIT_EXPECT_EQ(test, t_violations(V_TOTAL), 0);
 }
 
@@ -1065,6 +1100,7 @@ static struct kunit_case acquire_cases[] = {
 
 static struct kunit_case lifecycle_cases[] = {
 	KUNIT_CASE(lifecycle_success),
+	KUNIT_CASE(lifecycle_dereg_locks_by_region_and_client),
 	KUNIT_CASE(lifecycle_get_pages_failure),
 	KUNIT_CASE(lifecycle_dma_map_failure),
 	KUNIT_CASE(lifecycle_core_context_and_options),

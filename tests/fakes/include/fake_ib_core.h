@@ -38,7 +38,8 @@ struct fake_reg_opts {
  * application would see (-EFAULT when no client accepted the range).
  */
 struct fake_mr *fake_core_reg_mr(u64 addr, u64 len, const struct fake_reg_opts *opts);
-/* ibv_dereg_mr stand-in: deregistration per client kind, then release. */
+/* ibv_dereg_mr stand-in: deregistration per region and client kind, then release
+ * (docs/abi.md 2.5). */
 void fake_core_dereg_mr(struct fake_mr *mr);
 
 /* The client that accepted the region ("nv_mem", ...). */
