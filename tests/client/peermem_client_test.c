@@ -112,6 +112,18 @@ static struct fake_mr *reg(u64 addr, u64 len)
 	return reg_on(addr, len, NULL, true);
 }
 
+/* A counter of the "nv_mem" client in the core, now (a function: small test frames). */
+static noinline u64 nv_mem_stat(size_t off)
+{
+	struct fake_core_client_stats s;
+
+	if (fake_core_client_stats("nv_mem", &s))
+		return U64_MAX;
+	return *(u64 *)((char *)&s + off);
+}
+
+#define NV_MEM_STAT(field) nv_mem_stat(offsetof(struct fake_core_client_stats, field))
+
 /*
  * The DMA address of byte @off of @mr (a registration on the HCA) is what nvidia.ko's
  * dma_map_pages handed out for its GPU page, plus the offset in the page: the BAR
@@ -620,6 +632,33 @@ static void pin_failure_other_than_bar1_is_not_mine(struct kunit *test)
 	env_end(&e);
 }
 
+/*
+ * The HCA cannot create the key once the region is mapped (mlx5's reg_create failing
+ * with ENOMEM): the core stops and releases the region as the HCA driver does
+ * (docs/abi.md 2.5), dma_unmap and put_pages under the mapping lock for a client
+ * without INVALIDATE_UNMAPS. The application gets the HCA's error and peermem keeps
+ * nothing: no pin, no mapping, no SG list.
+ */
+static void hca_failure_after_mapping_leaves_nothing(struct kunit *test)
+{
+	struct fake_reg_opts o = {
+		.can_invalidate = true, .writable = true, .hca_error = -ENOMEM,
+	};
+	u64 unmaps, puts, releases;
+	struct env e;
+
+	env_begin(test, &e);
+	unmaps = NV_MEM_STAT(dma_unmaps);
+	puts = NV_MEM_STAT(put_pages);
+	releases = NV_MEM_STAT(releases);
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(fake_core_reg_mr(env_buffer(&e, SZ_1M), SZ_1M, &o)),
+			-ENOMEM);
+	KUNIT_EXPECT_EQ(test, NV_MEM_STAT(dma_unmaps), unmaps + 1);
+	KUNIT_EXPECT_EQ(test, NV_MEM_STAT(put_pages), puts + 1);
+	KUNIT_EXPECT_EQ(test, NV_MEM_STAT(releases), releases + 1);
+	env_end(&e);
+}
+
 #if CALLBACK_PINS
 /* ---- callback mode ---------------------------------------------------------- */
 
@@ -908,18 +947,6 @@ static void nv_arm(int pt) { fake_nv_pause_arm(pt); }
 static int nv_wait(int pt, unsigned int ms) { return fake_nv_pause_wait(pt, ms); }
 static void nv_release(int pt) { fake_nv_pause_release(pt); }
 
-/* A counter of the "nv_mem" client in the core, now (a function: small test frames). */
-static noinline u64 nv_mem_stat(size_t off)
-{
-	struct fake_core_client_stats s;
-
-	if (fake_core_client_stats("nv_mem", &s))
-		return U64_MAX;
-	return *(u64 *)((char *)&s + off);
-}
-
-#define NV_MEM_STAT(field) nv_mem_stat(offsetof(struct fake_core_client_stats, field))
-
 /* Frees r->g's buffer once a registration is parked at r->at, and lets the
  * registration go on once the free, callback included, has returned. */
 static void orch_free_while_parked(struct job *j)
@@ -1047,18 +1074,18 @@ static void race_deregistration_while_callback_is_in_invalidate(struct kunit *te
  * registration gate, which the callback holds across invalidate: a deadlock inside
  * nvidia.ko's free path).
  */
-static void orch_free_while_map_failed(struct job *j)
+static void orch_free_while_failing(struct job *j)
 {
 	struct race *r = j->ctx;
-	int ret = free_when_parked(fake_core_pause_wait(FAKE_CORE_PAUSE_MAP_FAILED, 5000), r);
+	int ret = free_when_parked(fake_core_pause_wait(r->at->pt, 5000), r);
 
 	/* The callback reaches invalidate, finds the id and waits for the lock. */
 	if (!ret)
 		ret = fake_core_pause_wait(FAKE_CORE_PAUSE_IN_INVALIDATE, 5000);
 	fake_core_pause_release(FAKE_CORE_PAUSE_IN_INVALIDATE);
 	msleep(50);
-	/* The core goes on: put_pages under the mapping lock, then release. */
-	fake_core_pause_release(FAKE_CORE_PAUSE_MAP_FAILED);
+	/* The core goes on: the client's teardown around the mapping lock, release. */
+	fake_core_pause_release(r->at->pt);
 	j->ret = finish(&r->g, ret);
 }
 
@@ -1071,32 +1098,62 @@ static u64 stale_invalidations(void)
 	return k.invalidations_stale;
 }
 
-static void dma_map_failure_racing_a_free(struct kunit *test)
+/*
+ * A registration fails after its pin, with the mapping lock held and the id live, at
+ * the core's pause point @at->pt (@hca: the HCA fails after mapping, else nvidia.ko's
+ * dma_map_pages fails), while the owner frees the memory: the callback's
+ * invalidation finds the id and waits for the lock while the core tears the region
+ * down; it then finds the region gone. The registration fails with the error, and
+ * nothing is left.
+ */
+static void failure_racing_a_free(struct kunit *test, const struct pause_at *at, bool hca)
 {
-	struct env e;
-	struct race r = { .g = { .fn = job_free, .len = SZ_1M } };
-	struct job f = { .fn = orch_free_while_map_failed, .ctx = &r };
+	struct fake_reg_opts o = {
+		.can_invalidate = true, .writable = true, .hca_error = hca ? -ENOMEM : 0,
+	};
+	struct race r = { .g = { .fn = job_free, .len = SZ_1M }, .at = at };
+	struct job f = { .fn = orch_free_while_failing, .ctx = &r };
 	struct fake_mr *mr;
+	struct env e;
 
 	env_begin(test, &e);
 	r.g.owner = e.p;
 	r.g.va = fake_nv_alloc(e.p, r.g.len, false);
 	KUNIT_ASSERT_NE(test, r.g.va, 0);
-	fake_core_pause_arm(FAKE_CORE_PAUSE_MAP_FAILED);
+	fake_core_pause_arm(at->pt);
 	fake_core_pause_arm(FAKE_CORE_PAUSE_IN_INVALIDATE);
 	KUNIT_ASSERT_EQ(test, job_start(&f), 0);
 	r.old = stale_invalidations();
 	/* nvidia.ko's dma_map_pages fails (EIO), with or without an IOMMU. */
-	fake_nv_inject_map_errors(1, EIO);
-	mr = reg(r.g.va, r.g.len);
+	fake_nv_inject_map_errors(hca ? 0 : 1, EIO);
+	mr = fake_core_reg_mr(r.g.va, r.g.len, &o);
 	fake_nv_inject_map_errors(0, 0);
 	race_joined(test, &f, &r);
-	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(mr), -EIO);
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(mr), hca ? -ENOMEM : -EIO);
 	if (!IS_ERR(mr))
 		fake_core_dereg_mr(mr);
 	/* The invalidation found the region gone once it had the lock. */
 	KUNIT_EXPECT_EQ(test, stale_invalidations(), r.old + 1);
 	env_end(&e);
+}
+
+static void dma_map_failure_racing_a_free(struct kunit *test)
+{
+	static const struct pause_at map_failed = {
+		core_arm, core_wait, core_release, core_hits, FAKE_CORE_PAUSE_MAP_FAILED,
+	};
+
+	failure_racing_a_free(test, &map_failed, false);
+}
+
+/* The same when the HCA fails after mapping: dma_unmap and put_pages race the free. */
+static void hca_failure_racing_a_free(struct kunit *test)
+{
+	static const struct pause_at hca_failed = {
+		core_arm, core_wait, core_release, core_hits, FAKE_CORE_PAUSE_HCA_FAILED,
+	};
+
+	failure_racing_a_free(test, &hca_failed, true);
 }
 
 /*
@@ -1256,6 +1313,7 @@ static struct kunit_case peermem_client_cases[] = {
 	KUNIT_CASE(process_exits_after_deregistration),
 	KUNIT_CASE(pins_and_unpins_outside_the_core_mapping_lock),
 	KUNIT_CASE(pin_failure_other_than_bar1_is_not_mine),
+	KUNIT_CASE(hca_failure_after_mapping_leaves_nothing),
 #if CALLBACK_PINS
 	KUNIT_CASE(covered_registration_reuses_the_pin),
 	KUNIT_CASE(these_must_pin_anew),
@@ -1267,6 +1325,7 @@ static struct kunit_case peermem_client_cases[] = {
 	KUNIT_CASE(race_deregistration_while_callback_is_in_invalidate),
 	KUNIT_CASE_SLOW(race_free_against_deregistration_rounds),
 	KUNIT_CASE(deregistration_from_another_process_keeps_the_pin),
+	KUNIT_CASE(hca_failure_racing_a_free),
 	/* Last: before its fix it deadlocked the suite. */
 	KUNIT_CASE(dma_map_failure_racing_a_free),
 #else

@@ -504,6 +504,10 @@ struct fake_mr *fake_core_reg_mr(u64 addr, u64 len, const struct fake_reg_opts *
 	/* Step 6: a non-invalidating client's region is unlocked at once. */
 	if (!c->invalidating)
 		mr_unlock(mr);
+	if (opts->hca_error < 0) {
+		ret = opts->hca_error;
+		goto err_hca;
+	}
 
 	/* The HCA's key is live. */
 	spin_lock(&stats_lock);
@@ -521,6 +525,26 @@ struct fake_mr *fake_core_reg_mr(u64 addr, u64 len, const struct fake_reg_opts *
 	}
 	return mr;
 
+err_hca:
+	/*
+	 * Mapped, but the HCA could not create the key: as mlx5's create_real_mr when
+	 * reg_create fails (docs/abi.md 2.5), invalidation is stopped, then the region
+	 * released. An invalidating client's mapping lock is still held from mapping and
+	 * its id live; a non-invalidating client's lock is taken again. A client without
+	 * INVALIDATE_UNMAPS is unmapped under the lock, an INVALIDATE_UNMAPS client after
+	 * it, its id still live; only then is the id erased and release called.
+	 */
+	if (!c->invalidating)
+		mr_lock(mr);
+	fake_pause_here(&pauses[FAKE_CORE_PAUSE_HCA_FAILED]);
+	mr->state = MR_DEAD;
+	if (!c->unmaps)
+		mr_core_unmap(mr);
+	mr_unlock(mr);
+	if (c->unmaps)
+		mr_core_unmap(mr);
+	mr_kill_locked(mr);
+	goto err_release;
 err_unlock_unmap:
 	mr_kill_locked(mr);
 	mr_unlock(mr);

@@ -686,6 +686,40 @@ static void lifecycle_dereg_locks_by_region_and_client(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, t_violations(V_TOTAL), 0);
 }
 
+/*
+ * The HCA cannot create the key once @tc's region is mapped: the registration fails
+ * with the HCA's error after dma_unmap, put_pages and release, the first two under
+ * the mapping lock exactly when @locked.
+ */
+static void t_hca_failure(struct kunit *test, struct tclient *tc, bool locked)
+{
+	struct fake_reg_opts o = { .can_invalidate = true, .writable = true, .hca_error = -ENOMEM };
+	u64 hits = fake_core_pause_hits(FAKE_CORE_PAUSE_HCA_FAILED);
+
+	memset(tc->log, 0, sizeof(tc->log));
+	tc->lock_in_unmap = !locked;
+	tc->lock_in_put = !locked;
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(t_reg(0x780000, PAGE_SIZE, &o)), -ENOMEM);
+	KUNIT_EXPECT_STREQ(test, tc->log, "AGMSUPR");
+	KUNIT_EXPECT_EQ(test, tc->lock_in_unmap, locked);
+	KUNIT_EXPECT_EQ(test, tc->lock_in_put, locked);
+	KUNIT_EXPECT_EQ(test, fake_core_pause_hits(FAKE_CORE_PAUSE_HCA_FAILED), hits + 1);
+	t_unregister(tc);
+}
+
+/* As mlx5 when reg_create fails after mapping (docs/abi.md 2.5), per client kind. */
+static void lifecycle_hca_failure_after_mapping(struct kunit *test)
+{
+	struct fake_core_counters k;
+
+	t_hca_failure(test, t_register(test, 0, "t_hplain", K_PLAIN), true);
+	t_hca_failure(test, t_register(test, 1, "t_hinval", K_INVAL), true);
+	t_hca_failure(test, t_register(test, 2, "t_hunmaps", K_UNMAPS), false);
+	fake_core_get_counters(&k);
+	KUNIT_EXPECT_EQ(test, k.mrs_live, 0);
+	KUNIT_EXPECT_EQ(test, t_violations(V_TOTAL), 0);
+}
+
 static void lifecycle_get_pages_failure(struct kunit *test)
 {
 	struct tclient *tc = t_register(test, 0, "t_gpfail", K_PLAIN);
@@ -1101,6 +1135,7 @@ static struct kunit_case acquire_cases[] = {
 static struct kunit_case lifecycle_cases[] = {
 	KUNIT_CASE(lifecycle_success),
 	KUNIT_CASE(lifecycle_dereg_locks_by_region_and_client),
+	KUNIT_CASE(lifecycle_hca_failure_after_mapping),
 	KUNIT_CASE(lifecycle_get_pages_failure),
 	KUNIT_CASE(lifecycle_dma_map_failure),
 	KUNIT_CASE(lifecycle_core_context_and_options),

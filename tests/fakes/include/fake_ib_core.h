@@ -29,6 +29,10 @@ struct fake_reg_opts {
 	bool can_invalidate;
 	/* Writable memory (write=1, force=0) or read-only (force=1). Default true. */
 	bool writable;
+	/* A negative errno: the HCA cannot create the key once the region is mapped
+	 * (mlx5's reg_create failing, e.g. -ENOMEM): the registration is torn down as the
+	 * HCA driver does (docs/abi.md 2.5) and fails with it. 0: the key is made. */
+	int hca_error;
 };
 
 /*
@@ -71,6 +75,8 @@ enum fake_core_pause_point {
 	FAKE_CORE_PAUSE_IN_INVALIDATE,	/* invalidate entered, before the mapping lock */
 	FAKE_CORE_PAUSE_MAP_FAILED,	/* reg_mr: dma_map failed; mapping lock held, id live,
 					 * before put_pages (ABI doc 2.5) */
+	FAKE_CORE_PAUSE_HCA_FAILED,	/* reg_mr: mapped, the HCA failed (hca_error); the
+					 * mapping lock held, id live, before the unmap */
 	FAKE_CORE_PAUSE_BEFORE_ACTIVATE, /* reg_mr, invalidating client: mapped, key live,
 					 * mapping lock still held until activation */
 	FAKE_CORE_PAUSE_COUNT,
