@@ -2,7 +2,7 @@
 /*
  * The NVIDIA kernel P2P ABI exported by nvidia.ko (open kernel modules), as peermem
  * uses it. Written by the peermem project from its docs/abi.md, section 1
- * ("The NVIDIA kernel P2P API"); x86_64 LP64 layouts.
+ * ("nvidia.ko's P2P API"); x86_64 LP64 layouts.
  */
 #ifndef PEERMEM_NV_P2P_H
 #define PEERMEM_NV_P2P_H

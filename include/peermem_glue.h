@@ -71,7 +71,8 @@ struct scatterlist *peermem_sg_set(struct scatterlist *sg, u64 dma, u32 len);
 /* Frees what peermem_sg_alloc allocated and zeroes the table. */
 void peermem_sg_free(struct sg_table *sgt);
 
-/* A reference on this module (one per live registration context), and its release. */
+/* A reference on this module (held by each live registration context, an orphaned
+ * callback pin and a running free callback), and its release. */
 void peermem_module_get(void);
 void peermem_module_put(void);
 

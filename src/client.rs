@@ -363,7 +363,8 @@ impl PeerClient for Client {
         let pin = user.pin.as_ref().ok_or(EFAULT)?;
         let max_seg = u64::from(peer.max_segment_size());
         let (pin_range, range) = (pin.range(), user.range());
-        // The SG list is built from the driver's addresses in place, in one allocation.
+        // The SG list is built from the driver's addresses in place, sized once (one
+        // allocation up to a page of entries; chained beyond).
         let build = |addrs: &[u64]| SgList::new(sg_entries(addrs, pin_range, range, max_seg)?);
         let (mapping, list) = pin.pin.dma_map(peer, build).map_err(|e| {
             if e == EFAULT {

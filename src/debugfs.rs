@@ -5,9 +5,11 @@
 //! - `stats`: one `name value` line per counter (see [`Stats`]).
 //! - `pins`: a `#` header, then one line per live pin:
 //!   `id tgid mode start end bytes users state space`, where `space` identifies the
-//!   address space (mm and thread group) without showing a kernel address.
+//!   address space (its mm, salted, without showing a kernel address; the thread group
+//!   has its own column).
 //! - `params`: the module parameters as `name value` lines (`persistent_api_support`,
-//!   `peerdirect_support`), read by `peermem doctor` where sysfs does not show them.
+//!   `peerdirect_support`), a fallback for `peermem doctor` when
+//!   /sys/module/<name>/parameters cannot be read.
 
 use core::{fmt, sync::atomic::Ordering};
 
@@ -68,7 +70,7 @@ impl fmt::Debug for PinsView {
 }
 
 /// The module's parameters, as the `params` file shows them (`name value` lines, the
-/// names nvidia-peermem uses), for tools on kernels that do not show them in sysfs.
+/// names nvidia-peermem uses), a fallback for tools when sysfs cannot be read.
 pub(crate) struct Params {
     /// 1: persistent pins; 0: callback pins.
     pub(crate) persistent_api_support: bool,

@@ -7,7 +7,8 @@
  * - Weak references to nvidia.ko's and ib_core's exports: the module loads without
  *   them, and its init names what is missing instead of the loader's bare
  *   "Unknown symbol" (docs/architecture.md, "Symbols").
- * - Soft dependencies, so that modprobe loads the providers first.
+ * - Small helpers for what Rust reaches only through inline C: the PCI function of a
+ *   DMA device, SG table allocation and entries, module references.
  * - The module parameters, readable in /sys/module/<name>/parameters/ (the kernel
  *   crate's parameters are not shown in sysfs), validated by the Rust side at init.
  * - Per-reason rate limits for refusal messages (the kernel crate has none).

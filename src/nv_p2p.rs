@@ -8,8 +8,9 @@
 //!   callback pin runs a [`FreeHandler`] when the owning process frees the memory; a
 //!   persistent pin keeps the memory alive. Dropping the last clone unpins (unless a
 //!   free callback already tore it down).
-//! - [`DmaMapping`]: the range's DMA addresses for one PCI peer, copied out of the
-//!   driver's structure while it is guaranteed alive. Dropping it unmaps.
+//! - [`DmaMapping`]: a live DMA mapping of the range for one PCI peer; its addresses
+//!   are read in place, while the map call is counted in flight, by the builder
+//!   [`GpuPin::dma_map`] hands them to. Dropping it unmaps.
 //!
 //! The driver's rules that make this hard are enforced here, once:
 //!

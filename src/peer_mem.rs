@@ -81,7 +81,8 @@ pub(crate) trait PeerClient: Send + Sync + 'static {
     /// Whether `[addr, addr + size)` is this client's memory: `Ok(Some(ctx))` claims
     /// it, `Ok(None)` passes it to the next client. Runs in the registering process.
     fn acquire(&self, addr: u64, size: u64) -> Result<Option<Self::Context>>;
-    /// Pins the claimed range (the same raw address and size as `acquire`).
+    /// Called once the range is claimed (the same raw address and size as `acquire`),
+    /// with the core_context an invalidation names the region by.
     fn get_pages(&self, ctx: Borrowed<'_, Self>, write: bool, core_context: u64) -> Result;
     /// Maps it for `dev` into `sg` and returns the number of entries.
     fn dma_map(&self, ctx: Borrowed<'_, Self>, sg: SgHead, dev: DmaDevice<'_>) -> Result<u32>;

@@ -20,7 +20,7 @@ mod registry;
 mod stats;
 
 /// Declares the module under the given name: `peermem`, or `nvidia_peermem` for the
-/// drop-in build (`make DROPIN=1`), whose `/sys/module/nvidia_peermem/version` is what
+/// drop-in build (`make dropin`: Kbuild's `PEERMEM_DROPIN=1`), whose `/sys/module/nvidia_peermem/version` is what
 /// applications look for (docs/abi.md 4).
 macro_rules! peermem_module {
     ($name:tt) => {

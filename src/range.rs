@@ -6,7 +6,7 @@
 //! that is not 64 KiB aligned with `-EINVAL` (docs/abi.md 1.1). An RDMA application
 //! registers whatever byte range it likes, so every registration is widened to the
 //! smallest 64 KiB-aligned range that covers it: the start rounded down, the end rounded
-//! up (docs/abi.md 3, "Alignment").
+//! up (docs/abi.md 1.1, 3).
 //!
 //! This file depends on `core` only: the kernel module and the host tests
 //! (`tests/host`) compile the same source.

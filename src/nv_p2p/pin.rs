@@ -218,11 +218,12 @@ unsafe impl<T> Send for Raw<T> {}
 ///
 /// # Invariants
 ///
-/// - `table` is non-null only in `Live` and `Putting`, and during a callback until it
-///   has waited for `in_flight` to drop to zero.
+/// - `table` is non-null only in `Live`, `Putting` and `Orphaned`, and during a
+///   callback until it has waited for `in_flight` to drop to zero.
 /// - `mappings` are live DMA mappings of `table`.
-/// - `in_flight` counts driver calls on `table` (map, unmap) not yet returned; none
-///   starts unless the phase is `Live` or `Putting`.
+/// - `in_flight` counts driver calls on `table` (map, unmap) not yet returned; a map
+///   starts only in `Live`, an unmap only while `table` is non-null and no callback
+///   has started.
 pub(super) struct PinState {
     pub(super) phase: Phase,
     pub(super) table: Raw<bindings::nvidia_p2p_page_table>,

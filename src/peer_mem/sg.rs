@@ -66,7 +66,8 @@ unsafe impl Send for SgList {}
 unsafe impl Sync for SgList {}
 
 impl SgList {
-    /// Builds DMA-mapped entries `(address, length)`, in one allocation: `entries` is
+    /// Builds DMA-mapped entries `(address, length)` in a table sized once (one
+    /// allocation up to a page of entries, `sg_alloc_table` chains more): `entries` is
     /// walked twice, to count and to fill, and must yield the same both times.
     pub(crate) fn new(entries: impl Iterator<Item = (u64, u32)> + Clone) -> Result<Self> {
         let n = u32::try_from(entries.clone().count()).map_err(|_| EINVAL)?;

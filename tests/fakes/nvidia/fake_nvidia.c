@@ -11,10 +11,10 @@
  *   proprietary  licence "NVIDIA"; the parts that need GPL-only kernel symbols
  *                (processes, debugfs, KUnit, lockdep-checked mutexes) are left out
  *
- * Locking: fake_nv_lock (the driver-wide lock) serialises get_pages, put_pages
+ * Locking: drv_lock (the driver-wide lock) serialises get_pages, put_pages
  * (both kinds) and the free path; free callbacks are called with it held. Each page
  * table has its own lock, taken by dma_map/dma_unmap (and by the free path, under
- * fake_nv_lock). reg_lock (spinlock, innermost) protects the pointer registry,
+ * drv_lock). reg_lock (spinlock, innermost) protects the pointer registry,
  * cnt_lock the counters.
  *
  * Nothing handed out is ever kfree'd while the module is loaded: put or freed page
