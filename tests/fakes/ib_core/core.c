@@ -92,7 +92,7 @@ struct fake_mr {
 	bool trimmed;
 	struct scatterlist *first, *last;
 	dma_addr_t first_dma;
-	unsigned int first_dma_len, first_len, first_offset;
+	unsigned int first_dma_len, first_len;
 	unsigned int last_dma_len, last_len;
 };
 
@@ -263,7 +263,6 @@ static void mr_untrim(struct fake_mr *mr)
 	sg_dma_address(mr->first) = mr->first_dma;
 	sg_dma_len(mr->first) = mr->first_dma_len;
 	mr->first->length = mr->first_len;
-	mr->first->offset = mr->first_offset;
 	if (mr->last != mr->first) {
 		sg_dma_len(mr->last) = mr->last_dma_len;
 		mr->last->length = mr->last_len;
@@ -356,14 +355,12 @@ static int mr_check_and_trim(struct fake_mr *mr)
 	mr->first_dma = sg_dma_address(mr->first);
 	mr->first_dma_len = sg_dma_len(mr->first);
 	mr->first_len = mr->first->length;
-	mr->first_offset = mr->first->offset;
 	mr->last_dma_len = sg_dma_len(mr->last);
 	mr->last_len = mr->last->length;
 
 	sg_dma_address(mr->first) += head;
 	sg_dma_len(mr->first) -= head;
 	mr->first->length = mr->first->length > head ? mr->first->length - head : 0;
-	mr->first->offset += head;
 	sg_dma_len(mr->last) -= tail;
 	mr->last->length = mr->last->length > tail ? mr->last->length - tail : 0;
 	mr->trimmed = true;
@@ -376,8 +373,11 @@ static void mr_release(struct fake_mr *mr)
 {
 	struct fake_client *c = mr->client;
 
-	STAT_INC(c, releases);
-	TIMED_VOID(c, FAKE_CORE_PHASE_RELEASE, c->ops->release(mr->ctx));
+	/* release is optional: the core skips a NULL one (ib_put_peer_client). */
+	if (c->ops->release) {
+		STAT_INC(c, releases);
+		TIMED_VOID(c, FAKE_CORE_PHASE_RELEASE, c->ops->release(mr->ctx));
+	}
 	client_put(c);
 	memset(&mr->sgt, 0, sizeof(mr->sgt));
 	spin_lock(&mrs_lock);

@@ -409,13 +409,24 @@ static void register_requires_mandatory_callbacks(struct kunit *test)
 		if (h)
 			ib_unregister_peer_memory_client(h);
 	}
-	/* get_page_size and release are optional to the core. */
+	/* get_page_size and release are optional to registration. */
 	copy = tc->ex.client;
 	copy.get_page_size = NULL;
 	h = ib_register_peer_memory_client(&copy, NULL);
 	KUNIT_EXPECT_NOT_NULL(test, h);
 	if (h)
 		ib_unregister_peer_memory_client(h);
+	/* A NULL release is skipped: a region's whole life calls everything else. */
+	copy = tc->ex.client;
+	copy.release = NULL;
+	h = ib_register_peer_memory_client(&copy, NULL);
+	KUNIT_ASSERT_NOT_NULL(test, h);
+	t_dereg(t_reg(0x380000, PAGE_SIZE, NULL));
+	KUNIT_EXPECT_STREQ(test, tc->log, "AGMSUP");
+	kfree(tc->last);	/* what t_release would have freed */
+	tc->last = NULL;
+	ib_unregister_peer_memory_client(h);
+	KUNIT_EXPECT_EQ(test, t_violations(V_TOTAL), 0);
 }
 
 static void register_extended_detection(struct kunit *test)
