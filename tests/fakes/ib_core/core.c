@@ -87,7 +87,6 @@ struct fake_mr {
 	struct sg_table sgt;
 	int nmap;
 	unsigned long page_size;
-	u64 reg_pages;
 	/* Trimming (docs/abi.md 2.4 step 5) and what it replaced. */
 	bool trimmed;
 	struct scatterlist *first, *last;
@@ -286,11 +285,22 @@ static void mr_core_unmap(struct fake_mr *mr)
 	memset(&mr->sgt, 0, sizeof(mr->sgt));
 }
 
-static void mr_count_dereg(struct fake_mr *mr)
+/*
+ * The client's counters at a region's unmapping, as the real core keeps them
+ * (ib_unmap_peer_client): a mapped region leaving "mapped" (unmapped or invalidated)
+ * counts one dealloc; reaching "unmapped" from mapped or invalidated adds its length,
+ * and its table's entry count read after the table was zeroed, so 0 (a quirk of the
+ * real core, kept). A plain client's invalidated region is "unmapped" there already.
+ */
+static void mr_count_unmap(struct fake_mr *mr, bool was_mapped, bool to_unmapped)
 {
 	spin_lock(&stats_lock);
-	mr->client->stats.num_dereg_pages += mr->reg_pages;
-	mr->client->stats.num_dereg_bytes += mr->len;
+	if (was_mapped)
+		mr->client->stats.num_dealloc_mrs++;
+	if (to_unmapped) {
+		mr->client->stats.num_dereg_pages += mr->sgt.nents;
+		mr->client->stats.num_dereg_bytes += mr->len;
+	}
 	spin_unlock(&stats_lock);
 }
 
@@ -500,7 +510,12 @@ struct fake_mr *fake_core_reg_mr(u64 addr, u64 len, const struct fake_reg_opts *
 		goto err_unlock_unmap;
 
 	mr->state = MR_MAPPED;
-	mr->reg_pages = (ALIGN(addr + len, PAGE_SIZE) - ALIGN_DOWN(addr, PAGE_SIZE)) >> PAGE_SHIFT;
+	/* Counted as the real core does, once mapped: entries, not pages. */
+	spin_lock(&stats_lock);
+	c->stats.num_alloc_mrs++;
+	c->stats.num_reg_pages += mr->sgt.nents;
+	c->stats.num_reg_bytes += len;
+	spin_unlock(&stats_lock);
 	/* Step 6: a non-invalidating client's region is unlocked at once. */
 	if (!c->invalidating)
 		mr_unlock(mr);
@@ -511,9 +526,6 @@ struct fake_mr *fake_core_reg_mr(u64 addr, u64 len, const struct fake_reg_opts *
 
 	/* The HCA's key is live. */
 	spin_lock(&stats_lock);
-	c->stats.num_alloc_mrs++;
-	c->stats.num_reg_pages += mr->reg_pages;
-	c->stats.num_reg_bytes += len;
 	counters.mrs_live++;
 	spin_unlock(&stats_lock);
 
@@ -543,6 +555,7 @@ err_hca:
 	mr_unlock(mr);
 	if (c->unmaps)
 		mr_core_unmap(mr);
+	mr_count_unmap(mr, true, true);
 	mr_kill_locked(mr);
 	goto err_release;
 err_unlock_unmap:
@@ -576,7 +589,7 @@ EXPORT_SYMBOL_GPL(fake_core_reg_mr);
 void fake_core_dereg_mr(struct fake_mr *mr)
 {
 	struct fake_client *c;
-	bool unmap = false;
+	bool unmap = false, invalidated;
 
 	if (IS_ERR_OR_NULL(mr))
 		return;
@@ -594,19 +607,21 @@ void fake_core_dereg_mr(struct fake_mr *mr)
 	 */
 	mr_lock(mr);
 	unmap = mr->state == MR_MAPPED;
+	/* An INVALIDATE_UNMAPS client's invalidated region reaches "unmapped" only now. */
+	invalidated = mr->state == MR_INVALIDATED && c->unmaps;
 	mr->state = MR_DEAD;
 	mr->armed = false;
 	mr->hca_stopped = true;
 	if (mr->is_mr && !c->unmaps && unmap) {
 		mr_core_unmap(mr);
-		mr_count_dereg(mr);
+		mr_count_unmap(mr, true, true);
 		unmap = false;
 	}
 	mr_unlock(mr);
-	if (unmap) {
+	if (unmap)
 		mr_core_unmap(mr);
-		mr_count_dereg(mr);
-	}
+	if (unmap || invalidated)
+		mr_count_unmap(mr, unmap, true);
 	/* Then the id is erased (no mapping lock), release, the client's use count. */
 	if (mr->has_id) {
 		xa_erase(&mr_ids, mr->core_context);
@@ -614,7 +629,6 @@ void fake_core_dereg_mr(struct fake_mr *mr)
 	}
 
 	spin_lock(&stats_lock);
-	c->stats.num_dealloc_mrs++;
 	counters.mrs_live--;
 	spin_unlock(&stats_lock);
 	mr_release(mr);
@@ -628,6 +642,7 @@ static int fake_core_invalidate(void *reg_handle, u64 core_context)
 	struct fake_mr *mr = NULL;
 
 	fake_pause_here(&pauses[FAKE_CORE_PAUSE_IN_INVALIDATE]);
+	STAT_INC(c, num_free_callbacks);	/* every call, found or not, as the real core */
 	if (core_context < U32_MAX) {
 		xa_lock(&mr_ids);
 		mr = xa_load(&mr_ids, core_context);
@@ -657,7 +672,6 @@ static int fake_core_invalidate(void *reg_handle, u64 core_context)
 	}
 	mr->hca_stopped = true;
 	mr->invalidations++;
-	STAT_INC(c, num_free_callbacks);
 	if (!c->unmaps) {
 		mr_core_unmap(mr);	/* nested inside the client's free callback */
 	} else {
@@ -665,7 +679,7 @@ static int fake_core_invalidate(void *reg_handle, u64 core_context)
 		mr_untrim(mr);
 		memset(&mr->sgt, 0, sizeof(mr->sgt));
 	}
-	mr_count_dereg(mr);
+	mr_count_unmap(mr, true, !c->unmaps);
 	mr->state = MR_INVALIDATED;
 	mr_unlock(mr);
 	kref_put(&mr->kref, mr_free);

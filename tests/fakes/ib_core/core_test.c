@@ -479,8 +479,9 @@ static void register_stats_and_debugfs(struct kunit *test)
 	KUNIT_ASSERT_FALSE(test, IS_ERR(mr));
 	KUNIT_EXPECT_STREQ(test, fake_core_mr_client(mr), "t_stats");
 	KUNIT_ASSERT_EQ(test, fake_core_client_stats("t_stats", &st), 0);
+	/* As the real core counts: "pages" are the table's entries. */
 	KUNIT_EXPECT_EQ(test, st.num_alloc_mrs, 1);
-	KUNIT_EXPECT_EQ(test, st.num_reg_pages, 4);
+	KUNIT_EXPECT_EQ(test, st.num_reg_pages, fake_core_mr_nents(mr));
 	KUNIT_EXPECT_EQ(test, st.num_reg_bytes, 3 * PAGE_SIZE);
 	KUNIT_EXPECT_EQ(test, st.acquires, 1);
 	KUNIT_EXPECT_EQ(test, st.acquire_hits, 1);
@@ -488,8 +489,9 @@ static void register_stats_and_debugfs(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, k.mrs_live, 1);
 	t_dereg(mr);
 	KUNIT_ASSERT_EQ(test, fake_core_client_stats("t_stats", &st), 0);
+	/* The real core reads the entry count after zeroing the table: it adds 0. */
 	KUNIT_EXPECT_EQ(test, st.num_dealloc_mrs, 1);
-	KUNIT_EXPECT_EQ(test, st.num_dereg_pages, 4);
+	KUNIT_EXPECT_EQ(test, st.num_dereg_pages, 0);
 	KUNIT_EXPECT_EQ(test, st.num_dereg_bytes, 3 * PAGE_SIZE);
 	KUNIT_EXPECT_EQ(test, st.get_pages, 1);
 	KUNIT_EXPECT_EQ(test, st.dma_maps, 1);
@@ -904,6 +906,7 @@ static void invalidate_plain_core_unmaps_nested(struct kunit *test)
 static void invalidate_unmaps_client(struct kunit *test)
 {
 	struct tclient *tc = t_register(test, 0, "t_unmaps", K_UNMAPS);
+	struct fake_core_client_stats st;
 	struct fake_mr *mr;
 	struct tctx *t;
 
@@ -915,9 +918,16 @@ static void invalidate_unmaps_client(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, tc->invalidate(tc->handle, fake_core_mr_core_context(mr)), 0);
 	KUNIT_EXPECT_STREQ(test, tc->log, "AGMS");	/* the core did not unmap */
 	KUNIT_EXPECT_EQ(test, fake_core_mr_invalidations(mr), 1);
+	/* Invalidated, not yet "unmapped": dealloc counted, the bytes only at dereg. */
+	KUNIT_ASSERT_EQ(test, fake_core_client_stats("t_unmaps", &st), 0);
+	KUNIT_EXPECT_EQ(test, st.num_dealloc_mrs, 1);
+	KUNIT_EXPECT_EQ(test, st.num_dereg_bytes, 0);
 	t_self_unmap(t, fake_core_hca_device());
 	t_dereg(mr);
 	KUNIT_EXPECT_STREQ(test, tc->log, "AGMSR");	/* nor at dereg */
+	KUNIT_ASSERT_EQ(test, fake_core_client_stats("t_unmaps", &st), 0);
+	KUNIT_EXPECT_EQ(test, st.num_dealloc_mrs, 1);
+	KUNIT_EXPECT_EQ(test, st.num_dereg_bytes, 2 * PAGE_SIZE);
 
 	/* Not invalidated: dereg unmaps, after dropping the mapping lock. */
 	memset(tc->log, 0, sizeof(tc->log));
@@ -929,6 +939,13 @@ static void invalidate_unmaps_client(struct kunit *test)
 	KUNIT_EXPECT_FALSE(test, tc->lock_in_unmap);
 	KUNIT_EXPECT_FALSE(test, tc->lock_in_put);
 	KUNIT_EXPECT_EQ(test, t_violations(V_TOTAL), 0);
+}
+
+static u64 t_stat_free_callbacks(const char *name)
+{
+	struct fake_core_client_stats st;
+
+	return fake_core_client_stats(name, &st) ? U64_MAX : st.num_free_callbacks;
 }
 
 static void invalidate_stale_and_unknown(struct kunit *test)
@@ -954,6 +971,9 @@ static void invalidate_stale_and_unknown(struct kunit *test)
 	fake_core_get_counters(&k);
 	KUNIT_EXPECT_EQ(test, k.invalidations_stale, 5);
 	KUNIT_EXPECT_EQ(test, k.violations_total, 0);
+	/* The client's counter counts every call, found or not, as the real core's. */
+	KUNIT_EXPECT_EQ(test, t_stat_free_callbacks("t_stale"), 4);
+	KUNIT_EXPECT_EQ(test, t_stat_free_callbacks("t_other"), 1);
 }
 
 static void invalidate_double(struct kunit *test)
