@@ -89,16 +89,17 @@ struct fnv_lock { struct mutex m; };
 static struct fnv_lock drv_lock;	/* the driver-wide lock */
 
 /*
- * The real driver's nvidia_p2p_dma_map_pages / dma_unmap_pages take its global API
- * lock, the lock the free callback runs under (ABI doc 1.4b). With this parameter the
- * fake takes drv_lock there too, so that lockdep sees the driver's real lock graph;
+ * The real driver's nvidia_p2p_dma_map_pages takes its global API lock, the lock the
+ * free callback runs under (ABI doc 1.4b); its dma_unmap_pages takes none (only the
+ * table's mapping-list semaphore while it unlinks the mapping). With this parameter
+ * the fake takes drv_lock in dma_map too, so that lockdep sees the driver's real graph;
  * off by default, because that graph has a cycle through the peer-memory core's
  * mapping lock in callback mode for every client (the hazard run shows it,
  * tests/qemu/plans/hazard.sh), and lockdep stops at its first report.
  */
 static bool dma_takes_api_lock;
 module_param(dma_takes_api_lock, bool, 0444);
-MODULE_PARM_DESC(dma_takes_api_lock, "dma_map/unmap_pages take the driver lock, as the real driver's API lock (default 0)");
+MODULE_PARM_DESC(dma_takes_api_lock, "dma_map_pages takes the driver lock, as the real driver's API lock (default 0)");
 static DEFINE_SPINLOCK(reg_lock);
 static DEFINE_SPINLOCK(cnt_lock);
 
@@ -806,11 +807,11 @@ int nvidia_p2p_get_pages(u64 p2p_token, u32 va_space_token, u64 virtual_address,
 EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages);
 
 /*
- * What nvidia.ko answers to a put of a table it does not find pinned at that address
- * (never handed out, already put, another address): from 535.14 on, the put of a
- * callback pin maps RM's "object not found" to 0 (docs/abi.md 1.1), the same answer as
- * for a table its callback tore down; the fake still counts the client's mistake.
- * Older drivers, and the persistent put (which reads the table), have no safe answer.
+ * What nvidia.ko answers to a put of a table it does not find (never handed out,
+ * already put): from 535.14 on, the put of a callback pin maps RM's "object not found"
+ * to 0 (docs/abi.md 1.1), the same answer as for a table its callback tore down; the
+ * fake still counts the client's mistake. Older drivers, and the persistent put (which
+ * reads the table), have no safe answer.
  */
 static int put_not_found(bool persistent_api)
 {
@@ -872,9 +873,14 @@ static int do_put_pages(u64 va, struct nvidia_p2p_page_table *table, bool persis
 		goto out;
 	}
 	if (!FNV_LEGACY && pin->persistent != persistent_api) {
+		/*
+		 * put_pages does not find a persistent pin among the caller's objects: 0,
+		 * and the pin stays; put_pages_persistent of a callback table dereferences
+		 * NULL in nvidia.ko (docs/abi.md 1.1): no answer.
+		 */
 		violation(FAKE_NV_V_WRONG_PUT_KIND, caller, "%s of a %s table %px", fn,
 			  pin->persistent ? "persistent" : "callback", table);
-		ret = -EINVAL;
+		ret = persistent_api ? -EINVAL : 0;
 		goto out;
 	}
 	if (pin->state != FNV_LIVE) {
@@ -882,11 +888,19 @@ static int do_put_pages(u64 va, struct nvidia_p2p_page_table *table, bool persis
 		ret = -EINVAL;
 		goto out;
 	}
+	/*
+	 * From 535.14 on the address is not looked at: RM finds the pin by its table
+	 * among the caller's objects, and the persistent put never passes it on
+	 * (docs/abi.md 1.1), so a put with another address unpins all the same. The
+	 * pre-535.14 build keeps refusing it.
+	 */
 	if (va != pin->va) {
-		ret = put_not_found(persistent_api);
-		pr_err("%s of table %px with address %llx, pinned at %llx: not found, %d\n", fn,
-		       table, va, pin->va, ret);
-		goto out;
+		pr_info("%s of table %px with address %llx, pinned at %llx%s\n", fn, table, va,
+			pin->va, FNV_LEGACY ? ": -EINVAL" : ": the address is not looked at");
+		if (FNV_LEGACY) {
+			ret = -EINVAL;
+			goto out;
+		}
 	}
 	charge_us(config.unpin_cost_us);
 	fnv_lock(&pin->lock);
@@ -1155,8 +1169,6 @@ int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer, struct nvidia_p2p_page_tabl
 		return pin && READ_ONCE(pin->state) == FNV_LIVE && !FNV_LEGACY ? 0 : -EINVAL;
 	}
 	atomic_inc(&pin->in_flight);
-	if (dma_takes_api_lock)
-		fnv_lock(&drv_lock);
 	fnv_lock(&pin->lock);
 	if (map->state == FNV_M_FREED_BY_CB || pin->state != FNV_LIVE) {
 		violation(FAKE_NV_V_UNMAP_AFTER_FREE, _RET_IP_,
@@ -1188,8 +1200,6 @@ int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer, struct nvidia_p2p_page_tabl
 	map_teardown(map, FNV_M_UNMAPPED, FNV_POISON_MAP);
 out:
 	fnv_unlock(&pin->lock);
-	if (dma_takes_api_lock)
-		fnv_unlock(&drv_lock);
 	atomic_dec(&pin->in_flight);
 	return ret;
 }
