@@ -163,13 +163,19 @@ static int baseline_get_pages(unsigned long addr, size_t size, int write, int fo
 			      struct sg_table *sg_head, void *client_context, u64 core_context)
 {
 	struct baseline_ctx *c = ctx_of(client_context);
+	int ret;
 
 	if (!c)
 		return -EINVAL;
 	c->core_context = core_context;
 	if (c->persistent)
-		return nvidia_p2p_get_pages_persistent(c->va, c->len, &c->table, 0);
-	return nvidia_p2p_get_pages(0, 0, c->va, c->len, &c->table, baseline_free_callback, c);
+		ret = nvidia_p2p_get_pages_persistent(c->va, c->len, &c->table, 0);
+	else
+		ret = nvidia_p2p_get_pages(0, 0, c->va, c->len, &c->table,
+					   baseline_free_callback, c);
+	if (ret)
+		c->table = NULL;	/* a failed get_pages may leave a freed table there */
+	return ret;
 }
 
 /* The end of the run of pages from page i that one floor SG entry covers. */

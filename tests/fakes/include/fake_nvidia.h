@@ -14,6 +14,7 @@
 #ifndef PEERMEM_FAKE_NVIDIA_H
 #define PEERMEM_FAKE_NVIDIA_H
 
+#include <linux/poison.h>
 #include <linux/types.h>
 
 struct device;
@@ -85,6 +86,14 @@ void fake_nv_inject_pin_errors(u32 count, int err);
 /* The next @count dma_map_pages fail with -@err (as the real one does when the IOMMU or
  * the peer cannot map the pages), whatever the peer. */
 void fake_nv_inject_map_errors(u32 count, int err);
+
+/*
+ * What a get_pages that failed past its argument checks leaves in the caller's
+ * out-pointer: nvidia.ko leaves a pointer to the table it had allocated and freed; the
+ * fake leaves this non-canonical address, which faults when read.
+ */
+#define FAKE_NV_DANGLING_TABLE \
+	((struct nvidia_p2p_page_table *)(POISON_POINTER_DELTA + 0x7ab1e000UL))
 
 /*
  * Pause points: a thread that reaches an armed point blocks there until released.

@@ -782,6 +782,12 @@ out_free:
 	kfree(pin);
 out_unlock:
 	fnv_unlock(&drv_lock);
+	/*
+	 * nvidia.ko hands its table out before RM pins, and a failure after that frees
+	 * the table without clearing the out-pointer (docs/abi.md 1.6): the caller is
+	 * left a pointer to freed memory. The fake leaves an address that faults.
+	 */
+	*out = FAKE_NV_DANGLING_TABLE;
 	return ret;
 }
 

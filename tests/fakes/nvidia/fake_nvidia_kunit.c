@@ -430,6 +430,8 @@ static void t_no_memory(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, pin_cb(b, 3 * P64K, &t, r), -EINVAL);		/* past b */
 	KUNIT_EXPECT_EQ(test, fake_nv_free(p, a), 0);
 	KUNIT_EXPECT_EQ(test, pin_cb(a, P64K, &t, r), -EINVAL);		/* freed */
+	/* Past the argument checks, a failure leaves a pointer that is not a table. */
+	KUNIT_EXPECT_PTR_EQ(test, t, FAKE_NV_DANGLING_TABLE);
 	KUNIT_EXPECT_EQ(test, D(test, refused_no_memory), 4);
 	KUNIT_EXPECT_EQ(test, D(test, refused_not_owner), 0);
 	KUNIT_EXPECT_EQ(test, D(test, pins_total), 0);
