@@ -135,6 +135,9 @@ enum fake_nv_violation {
 	FAKE_NV_V_DOUBLE_UNMAP,			/* dma_unmap_pages of a mapping already unmapped */
 	FAKE_NV_V_PUT_AFTER_FREE,		/* legacy build only: put_pages on a table freed by a
 						 * callback (a use-after-free before 535.14) */
+	FAKE_NV_V_CALL_IN_CALLBACK,		/* get_pages or dma_map_pages from inside the free
+						 * callback (nvidia.ko answers -EIO: its API lock is
+						 * held there) */
 	FAKE_NV_V_COUNT,
 };
 /* The name printed and shown in debugfs, e.g. "PUT_IN_CALLBACK"; "?" if out of range. */

@@ -219,6 +219,7 @@ static const char *const violation_names[FAKE_NV_V_COUNT] = {
 	[FAKE_NV_V_UNMAPPED_AT_PUT] = "UNMAPPED_AT_PUT",
 	[FAKE_NV_V_DOUBLE_UNMAP] = "DOUBLE_UNMAP",
 	[FAKE_NV_V_PUT_AFTER_FREE] = "PUT_AFTER_FREE",
+	[FAKE_NV_V_CALL_IN_CALLBACK] = "CALL_IN_CALLBACK",
 };
 
 const char *fake_nv_violation_name(enum fake_nv_violation v)
@@ -662,9 +663,9 @@ static int do_get_pages(u64 va, u64 len, struct nvidia_p2p_page_table **out,
 	if (!out)
 		return -EINVAL;
 	if (READ_ONCE(cb_task) == current) {
-		pr_err("get_pages inside a free callback (caller %pS): would deadlock on the driver lock: -EDEADLK\n",
-		       (void *)caller);
-		return -EDEADLK;
+		/* nvidia.ko cannot take its API lock again there: -EIO (docs/abi.md 1.6). */
+		violation(FAKE_NV_V_CALL_IN_CALLBACK, caller, "get_pages inside free callback");
+		return -EIO;
 	}
 	if (!len || !IS_ALIGNED(va, FNV_PAGE) || !IS_ALIGNED(len, FNV_PAGE) ||
 	    va + len < va) {
@@ -842,10 +843,10 @@ static int do_put_pages(u64 va, struct nvidia_p2p_page_table *table, bool persis
 		return put_not_found(persistent_api);
 	}
 	if (READ_ONCE(cb_task) == current) {
-		/* Would self-deadlock on the driver lock in the real driver. */
+		/* nvidia.ko cannot take its API lock again there: -EIO and a WARN. */
 		violation(FAKE_NV_V_PUT_IN_CALLBACK, caller,
 			  "%s inside free callback (table %px)", fn, table);
-		return -EINVAL;
+		return -EIO;
 	}
 
 	fnv_lock(&drv_lock);
@@ -1040,6 +1041,12 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer, struct nvidia_p2p_page_table 
 
 	if (!peer || !page_table || !dma_mapping)
 		return -EINVAL;	/* checked first, as nvidia.ko does */
+	if (READ_ONCE(cb_task) == current) {
+		/* nvidia.ko cannot take its API lock again there: -EIO (docs/abi.md 1.6). */
+		violation(FAKE_NV_V_CALL_IN_CALLBACK, _RET_IP_,
+			  "dma_map_pages inside free callback (table %px)", page_table);
+		return -EIO;
+	}
 	pin = find_pin(page_table);
 	if (!pin) {
 		violation(FAKE_NV_V_UNKNOWN_TABLE, _RET_IP_,
@@ -1155,10 +1162,13 @@ int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer, struct nvidia_p2p_page_tabl
 	if (!peer || !page_table || !dma_mapping)
 		return -EINVAL;	/* checked first, as nvidia.ko does */
 	if (READ_ONCE(cb_task) == current) {
+		/*
+		 * A client rule (docs/abi.md 1.1), counted; nvidia.ko takes no RM lock here
+		 * and unmaps all the same, answering 0, and so does the fake.
+		 */
 		violation(FAKE_NV_V_UNMAP_IN_CALLBACK, _RET_IP_,
 			  "dma_unmap_pages inside free callback (table %px, mapping %px)",
 			  page_table, dma_mapping);
-		return -EINVAL;
 	}
 	pin = find_pin(page_table);
 	map = find_map(dma_mapping);

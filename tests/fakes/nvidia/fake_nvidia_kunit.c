@@ -45,12 +45,12 @@ struct cbrec {
 	bool lock_held;
 	struct task_struct *task;
 	/* actions inside the callback (forbidden ones: the fake must catch them) */
-	bool do_put, do_unmap, do_frees;
+	bool do_put, do_unmap, do_frees, do_get, do_map;
 	u64 va;
 	struct nvidia_p2p_page_table *table;
 	struct pci_dev *peer;
 	struct nvidia_p2p_dma_mapping *map;
-	int put_ret, unmap_ret, free_table_ret, free_map_ret;
+	int put_ret, unmap_ret, free_table_ret, free_map_ret, get_ret, map_ret;
 };
 
 static void test_cb(void *data)
@@ -62,6 +62,16 @@ static void test_cb(void *data)
 	r->task = current;
 	if (r->do_put)
 		r->put_ret = nvidia_p2p_put_pages(0, 0, r->va, r->table);
+	if (r->do_get) {
+		struct nvidia_p2p_page_table *t;
+
+		r->get_ret = nvidia_p2p_get_pages(0, 0, r->va, P64K, &t, test_cb, r);
+	}
+	if (r->do_map) {
+		struct nvidia_p2p_dma_mapping *m;
+
+		r->map_ret = nvidia_p2p_dma_map_pages(r->peer, r->table, &m);
+	}
 	if (r->do_unmap)
 		r->unmap_ret = nvidia_p2p_dma_unmap_pages(r->peer, r->table, r->map);
 	if (r->do_frees) {
@@ -1018,13 +1028,20 @@ static void t_calls_in_callback(struct kunit *test)
 	x.r->peer = x.dev;
 	x.r->do_put = true;
 	x.r->do_unmap = true;
+	x.r->do_get = true;
+	x.r->do_map = true;
 	KUNIT_EXPECT_EQ(test, fake_nv_free(x.p, x.va), 0);
 	KUNIT_EXPECT_EQ(test, x.r->calls, 1);
-	KUNIT_EXPECT_EQ(test, x.r->put_ret, -EINVAL);
-	KUNIT_EXPECT_EQ(test, x.r->unmap_ret, -EINVAL);
+	/* As nvidia.ko, whose API lock the callback runs under: EIO, except the unmap,
+	 * which takes no RM lock and is done (each counted all the same). */
+	KUNIT_EXPECT_EQ(test, x.r->put_ret, -EIO);
+	KUNIT_EXPECT_EQ(test, x.r->get_ret, -EIO);
+	KUNIT_EXPECT_EQ(test, x.r->map_ret, -EIO);
+	KUNIT_EXPECT_EQ(test, x.r->unmap_ret, 0);
 	KUNIT_EXPECT_EQ(test, DV(test, FAKE_NV_V_PUT_IN_CALLBACK), 1);
 	KUNIT_EXPECT_EQ(test, DV(test, FAKE_NV_V_UNMAP_IN_CALLBACK), 1);
-	KUNIT_EXPECT_EQ(test, D(test, violations_total), 2);
+	KUNIT_EXPECT_EQ(test, DV(test, FAKE_NV_V_CALL_IN_CALLBACK), 2);
+	KUNIT_EXPECT_EQ(test, D(test, violations_total), 4);
 	endproc(test, x.p, true);
 	mapped_end(test, &x);
 }
