@@ -502,7 +502,14 @@ struct fake_mr *fake_core_reg_mr(u64 addr, u64 len, const struct fake_reg_opts *
 		goto err_unlock_put;
 	}
 	mr->nmap = mr->sgt.nents;
-	mr->page_size = c->ops->get_page_size ? c->ops->get_page_size(mr->ctx) : PAGE_SIZE;
+	if (!c->ops->get_page_size) {
+		/* Not checked at registration, but called here unconditionally (2.2). */
+		violation(FAKE_CORE_V_BAD_PAGE_SIZE, c,
+			  "no get_page_size: the real core calls it after every dma_map, and faults on a NULL one");
+		ret = -EINVAL;
+		goto err_unlock_unmap;
+	}
+	mr->page_size = c->ops->get_page_size(mr->ctx);
 
 	/* Checks, then step 5: trimming. */
 	ret = mr_check_and_trim(mr);
