@@ -647,7 +647,7 @@ static struct fake_nv_proc *caller_proc(void)
 }
 
 static int do_get_pages(u64 va, u64 len, struct nvidia_p2p_page_table **out,
-			void (*cb)(void *), void *data, bool persistent,
+			void (*cb)(void *), void *data, bool persistent, bool force_bar1,
 			unsigned long caller)
 {
 	struct fake_nv_proc *p;
@@ -690,6 +690,11 @@ static int do_get_pages(u64 va, u64 len, struct nvidia_p2p_page_table **out,
 	if (!a) {
 		CNT_INC(refused_no_memory);
 		ret = -EINVAL;
+		goto out_unlock;
+	}
+	if (force_bar1) {
+		/* Forcing BAR1 is for coherent platforms: refused once the range is known. */
+		ret = -ENOTSUPP;
 		goto out_unlock;
 	}
 	if (inject_count) {
@@ -802,14 +807,14 @@ int nvidia_p2p_get_pages(u64 p2p_token, u32 va_space_token, u64 virtual_address,
 #ifdef FAKE_NV_LEGACY
 		/* Before 535.14 a NULL callback is the persistent mode. */
 		return do_get_pages(virtual_address, length, page_table, NULL, NULL, true,
-				    _RET_IP_);
+				    false, _RET_IP_);
 #else
 		CNT_INC(refused_null_callback);
 		return -EINVAL;
 #endif
 	}
 	return do_get_pages(virtual_address, length, page_table, free_callback, data,
-			    false, _RET_IP_);
+			    false, false, _RET_IP_);
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages);
 
@@ -939,11 +944,12 @@ EXPORT_SYMBOL_GPL(nvidia_p2p_put_pages);
 int nvidia_p2p_get_pages_persistent(u64 virtual_address, u64 length,
 				    struct nvidia_p2p_page_table **page_table, u32 flags)
 {
-	if (flags > 1)
-		return -EINVAL;
-	if (flags == 1)		/* force-BAR1: coherent platforms only */
-		return -ENOTSUPP;
-	return do_get_pages(virtual_address, length, page_table, NULL, NULL, true, _RET_IP_);
+	/*
+	 * From 570 the flags are narrowed to 8 bits, of which only bit 0 (force BAR1) is
+	 * read: the others are ignored (docs/abi.md 1.1).
+	 */
+	return do_get_pages(virtual_address, length, page_table, NULL, NULL, true,
+			    (u8)flags & 1, _RET_IP_);
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages_persistent);
 

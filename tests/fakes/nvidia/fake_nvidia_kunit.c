@@ -569,6 +569,15 @@ static void t_persistent_outlives_free(struct kunit *test)
 	KUNIT_EXPECT_NE(test, va, 0);
 	phys0 = fake_nv_phys(p, va);
 	KUNIT_EXPECT_NE(test, phys0, 0);
+#ifndef FAKE_NV_LEGACY
+	/* 570+ reads bit 0 of the flags only; forcing BAR1 is ENOTSUPP here, after the
+	 * range checks */
+	KUNIT_EXPECT_EQ(test, nvidia_p2p_get_pages_persistent(va + 4096, P64K, &tp, 1), -EINVAL);
+	KUNIT_EXPECT_EQ(test, nvidia_p2p_get_pages_persistent(va, P64K, &tp, 1), -ENOTSUPP);
+	KUNIT_EXPECT_EQ(test, nvidia_p2p_get_pages_persistent(va, P64K, &tp, 0x100), 0);
+	KUNIT_EXPECT_EQ(test, nvidia_p2p_put_pages_persistent(va, tp, 0), 0);
+	KUNIT_EXPECT_EQ(test, NOW(pins_live), 0);
+#endif
 	KUNIT_EXPECT_EQ(test, pin_persist(va, 4 * P64K, &tp), 0);
 	KUNIT_EXPECT_EQ(test, pin_cb(va, 2 * P64K, &tc, r), 0);
 	KUNIT_EXPECT_EQ(test, NOW(bar1_bytes_in_use), 4 * P64K);
