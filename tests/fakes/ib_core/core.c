@@ -304,6 +304,32 @@ static void mr_count_unmap(struct fake_mr *mr, bool was_mapped, bool to_unmapped
 	spin_unlock(&stats_lock);
 }
 
+/*
+ * Called with the mapping lock held, which it drops: the region stops (DEAD: no
+ * invalidation after it), and a mapped region is unmapped under the lock when
+ * @under_lock, after it otherwise. This is ib_umem_stop_invalidation_notifier (an MR
+ * at deregistration or after an HCA failure; under the lock for a client without
+ * INVALIDATE_UNMAPS), and the unlocked unmap of ib_peer_umem_release for a buffer
+ * that is no MR (docs/abi.md 2.5). The counters move as the real core's.
+ */
+static void mr_stop_locked(struct fake_mr *mr, bool under_lock)
+{
+	bool mapped = mr->state == MR_MAPPED;
+	/* An INVALIDATE_UNMAPS client's invalidated region reaches "unmapped" only now. */
+	bool invalidated = mr->state == MR_INVALIDATED && mr->client->unmaps;
+
+	mr->state = MR_DEAD;
+	mr->armed = false;
+	mr->hca_stopped = true;
+	if (mapped && under_lock)
+		mr_core_unmap(mr);
+	mr_unlock(mr);
+	if (mapped && !under_lock)
+		mr_core_unmap(mr);
+	if (mapped || invalidated)
+		mr_count_unmap(mr, mapped, true);
+}
+
 /* Checks of the mapping after dma_map (docs/abi.md 2.2, 2.4), then trimming. */
 static int mr_check_and_trim(struct fake_mr *mr)
 {
@@ -556,13 +582,7 @@ err_hca:
 	if (!c->invalidating)
 		mr_lock(mr);
 	fake_pause_here(&pauses[FAKE_CORE_PAUSE_HCA_FAILED]);
-	mr->state = MR_DEAD;
-	if (!c->unmaps)
-		mr_core_unmap(mr);
-	mr_unlock(mr);
-	if (c->unmaps)
-		mr_core_unmap(mr);
-	mr_count_unmap(mr, true, true);
+	mr_stop_locked(mr, !c->unmaps);
 	mr_kill_locked(mr);
 	goto err_release;
 err_unlock_unmap:
@@ -596,7 +616,6 @@ EXPORT_SYMBOL_GPL(fake_core_reg_mr);
 void fake_core_dereg_mr(struct fake_mr *mr)
 {
 	struct fake_client *c;
-	bool unmap = false, invalidated;
 
 	if (IS_ERR_OR_NULL(mr))
 		return;
@@ -613,22 +632,7 @@ void fake_core_dereg_mr(struct fake_mr *mr)
 	 * (ib_peer_umem_release), as is an INVALIDATE_UNMAPS client's MR after the lock.
 	 */
 	mr_lock(mr);
-	unmap = mr->state == MR_MAPPED;
-	/* An INVALIDATE_UNMAPS client's invalidated region reaches "unmapped" only now. */
-	invalidated = mr->state == MR_INVALIDATED && c->unmaps;
-	mr->state = MR_DEAD;
-	mr->armed = false;
-	mr->hca_stopped = true;
-	if (mr->is_mr && !c->unmaps && unmap) {
-		mr_core_unmap(mr);
-		mr_count_unmap(mr, true, true);
-		unmap = false;
-	}
-	mr_unlock(mr);
-	if (unmap)
-		mr_core_unmap(mr);
-	if (unmap || invalidated)
-		mr_count_unmap(mr, unmap, true);
+	mr_stop_locked(mr, mr->is_mr && !c->unmaps);
 	/* Then the id is erased (no mapping lock), release, the client's use count. */
 	if (mr->has_id) {
 		xa_erase(&mr_ids, mr->core_context);

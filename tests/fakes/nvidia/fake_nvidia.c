@@ -663,7 +663,7 @@ static int do_get_pages(u64 va, u64 len, struct nvidia_p2p_page_table **out,
 	if (!out)
 		return -EINVAL;
 	if (READ_ONCE(cb_task) == current) {
-		/* nvidia.ko cannot take its API lock again there: -EIO (docs/abi.md 1.6). */
+		/* nvidia.ko cannot take its API lock again there: -EIO (docs/abi.md 1.4). */
 		violation(FAKE_NV_V_CALL_IN_CALLBACK, caller, "get_pages inside free callback");
 		return -EIO;
 	}
@@ -819,15 +819,15 @@ int nvidia_p2p_get_pages(u64 p2p_token, u32 va_space_token, u64 virtual_address,
 EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages);
 
 /*
- * What nvidia.ko answers to a put of a table it does not find (never handed out,
- * already put): from 535.14 on, the put of a callback pin maps RM's "object not found"
- * to 0 (docs/abi.md 1.1), the same answer as for a table its callback tore down; the
- * fake still counts the client's mistake. Older drivers, and the persistent put (which
- * reads the table), have no safe answer.
+ * What nvidia.ko answers when it looks an object up and misses (a table never handed
+ * out or already put, a mapping no longer in its table's list): 0 from 535.14 on
+ * (docs/abi.md 1.1); the fake still counts the client's mistake. A call that reads
+ * the object instead (@reads: the persistent put), and the drivers before 535.14,
+ * have no safe answer: -EINVAL.
  */
-static int put_not_found(bool persistent_api)
+static int not_found(bool reads)
 {
-	return FNV_LEGACY || persistent_api ? -EINVAL : 0;
+	return FNV_LEGACY || reads ? -EINVAL : 0;
 }
 
 /* Common put path; @persistent_api: called as put_pages_persistent. */
@@ -845,7 +845,7 @@ static int do_put_pages(u64 va, struct nvidia_p2p_page_table *table, bool persis
 	if (!pin) {
 		violation(FAKE_NV_V_UNKNOWN_TABLE, caller, "%s of table %px never handed out",
 			  fn, table);
-		return put_not_found(persistent_api);
+		return not_found(persistent_api);
 	}
 	if (READ_ONCE(cb_task) == current) {
 		/* nvidia.ko cannot take its API lock again there: -EIO and a WARN. */
@@ -881,7 +881,7 @@ static int do_put_pages(u64 va, struct nvidia_p2p_page_table *table, bool persis
 	}
 	if (pin->state == FNV_PUT) {
 		violation(FAKE_NV_V_DOUBLE_PUT, caller, "%s of table %px already put", fn, table);
-		ret = put_not_found(persistent_api);
+		ret = not_found(persistent_api);
 		goto out;
 	}
 	if (!FNV_LEGACY && pin->persistent != persistent_api) {
@@ -973,7 +973,7 @@ int nvidia_p2p_free_page_table(struct nvidia_p2p_page_table *page_table)
 	if (!find_pin(page_table)) {
 		violation(FAKE_NV_V_UNKNOWN_TABLE, _RET_IP_,
 			  "free_page_table of table %px never handed out", page_table);
-		return FNV_LEGACY ? -EINVAL : 0;
+		return not_found(false);
 	}
 	return 0;	/* the driver frees it itself after the callback */
 }
@@ -984,7 +984,7 @@ int nvidia_p2p_free_dma_mapping(struct nvidia_p2p_dma_mapping *dma_mapping)
 	if (!find_map(dma_mapping)) {
 		violation(FAKE_NV_V_UNKNOWN_TABLE, _RET_IP_,
 			  "free_dma_mapping of mapping %px never handed out", dma_mapping);
-		return FNV_LEGACY ? -EINVAL : 0;
+		return not_found(false);
 	}
 	return 0;
 }
@@ -1048,7 +1048,7 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer, struct nvidia_p2p_page_table 
 	if (!peer || !page_table || !dma_mapping)
 		return -EINVAL;	/* checked first, as nvidia.ko does */
 	if (READ_ONCE(cb_task) == current) {
-		/* nvidia.ko cannot take its API lock again there: -EIO (docs/abi.md 1.6). */
+		/* nvidia.ko cannot take its API lock again there: -EIO (docs/abi.md 1.4). */
 		violation(FAKE_NV_V_CALL_IN_CALLBACK, _RET_IP_,
 			  "dma_map_pages inside free callback (table %px)", page_table);
 		return -EIO;
@@ -1188,7 +1188,7 @@ int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer, struct nvidia_p2p_page_tabl
 		 * one not there is answered 0 (docs/abi.md 1.1); an unknown or dead table
 		 * is a use-after-free there, without an answer.
 		 */
-		return pin && READ_ONCE(pin->state) == FNV_LIVE && !FNV_LEGACY ? 0 : -EINVAL;
+		return pin && READ_ONCE(pin->state) == FNV_LIVE ? not_found(false) : -EINVAL;
 	}
 	atomic_inc(&pin->in_flight);
 	fnv_lock(&pin->lock);
@@ -1200,10 +1200,10 @@ int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer, struct nvidia_p2p_page_tabl
 		goto out;
 	}
 	if (map->state == FNV_M_UNMAPPED) {
-		/* No longer in the table's list: 0 from 535.14 on, as above. */
+		/* No longer in the table's list. */
 		violation(FAKE_NV_V_DOUBLE_UNMAP, _RET_IP_,
 			  "dma_unmap_pages of mapping %px already unmapped", dma_mapping);
-		ret = FNV_LEGACY ? -EINVAL : 0;
+		ret = not_found(false);
 		goto out;
 	}
 	if (peer != map->peer) {
