@@ -31,7 +31,7 @@ S=$D/usr/src/peermem-$VERSION
 check "dkms.conf installed" test -f "$S/dkms.conf"
 check "dkms.conf version substituted" grep -qx "PACKAGE_VERSION=\"$VERSION\"" "$S/dkms.conf"
 check "dkms.conf has no placeholder left" bash -c "! grep -q @VERSION@ '$S/dkms.conf'"
-check "dkms sources: Kbuild, Makefile, VERSION" test -f "$S/Kbuild" -a -f "$S/Makefile" -a -f "$S/VERSION"
+check "dkms sources: Kbuild, Makefile, VERSION, SUPPORTED_KERNELS" test -f "$S/Kbuild" -a -f "$S/Makefile" -a -f "$S/VERSION" -a -f "$S/SUPPORTED_KERNELS"
 check "dkms sources: module root src/peermem.rs" test -f "$S/src/peermem.rs"
 check "dkms sources: C glue and headers" test -f "$S/src/glue.c" -a -f "$S/include/nv-p2p.h"
 check "dkms sources: find-symvers executable" test -x "$S/packaging/find-symvers"

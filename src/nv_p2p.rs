@@ -52,7 +52,7 @@ mod tests;
 
 pub(crate) use abi::driver_result;
 pub(crate) use mapping::DmaMapping;
-pub(crate) use pin::{FreeHandler, GpuPin, NoCallback, PinIdentity};
+pub(crate) use pin::{FreeHandler, GpuPin, PinIdentity};
 
 /// Why a pin failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

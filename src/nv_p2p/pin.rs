@@ -173,13 +173,6 @@ pub(crate) trait FreeHandler: Send + Sync + 'static {
     fn released(&self, _pin: PinIdentity) {}
 }
 
-/// A handler that does nothing.
-pub(crate) struct NoCallback;
-
-impl FreeHandler for NoCallback {
-    fn on_free(&self, _pin: PinIdentity) {}
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum PinKind {
     /// `get_pages` with a free callback.

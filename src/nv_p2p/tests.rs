@@ -10,6 +10,13 @@ use super::{
 };
 use crate::range::GpuRange;
 
+/// A free handler that does nothing (the suite's pins are never freed by a callback).
+struct NoCallback;
+
+impl FreeHandler for NoCallback {
+    fn on_free(&self, _pin: PinIdentity) {}
+}
+
 #[kunit_tests(peermem_nv_p2p)]
 mod suite {
     use super::*;
