@@ -10,12 +10,16 @@ use clap::{Args, Parser, Subcommand};
 /// Exit code of bad usage (EX_USAGE), also for an unreadable `--nvidia-smi-output`.
 pub const EXIT_USAGE: u8 = 64;
 
+/// Exit code of a file that only root may read (EX_NOPERM): run as root.
+pub const EXIT_NOPERM: u8 = 77;
+
 const EXIT_CODES: &str = "\
 Exit status:
   0   success (doctor: no check FAILed)
   1   doctor: a check FAILed; status: a debugfs file did not parse
   2   status: the module's debugfs directory is missing
-  64  bad usage, or an unreadable --nvidia-smi-output file";
+  64  bad usage, or an unreadable --nvidia-smi-output file
+  77  permission denied reading a file only root may read: run as root";
 
 /// Inspect the peermem GPUDirect RDMA module and check a host for it.
 #[derive(Debug, Parser)]
@@ -62,10 +66,11 @@ pub enum Cmd {
         #[command(flatten)]
         common: Common,
         /// Use FILE as `nvidia-smi -q` output (default: <root>/nvidia-smi-q.txt if
-        /// present, else run nvidia-smi -q when --root is /)
+        /// present, else, when --root is /, NVML (libnvidia-ml.so.1), else nvidia-smi -q,
+        /// killed after 10 s)
         #[arg(long, value_name = "FILE", conflicts_with = "no_nvidia_smi")]
         nvidia_smi_output: Option<PathBuf>,
-        /// Skip the nvidia-smi checks
+        /// Skip the GPU checks (BAR1, MIG, confidential compute: NVML or nvidia-smi)
         #[arg(long)]
         no_nvidia_smi: bool,
     },

@@ -9,19 +9,26 @@
 //! - [`status`]: parses the module's debugfs files (`stats`, `pins`) and renders them.
 //! - [`doctor`]: checks whether a host can run peermem and lets applications use it.
 //! - [`nvsmi`]: the few facts `doctor` takes from `nvidia-smi -q`.
+//! - [`nvml`]: the same facts from NVML, which `doctor` asks first on a live host.
 //! - [`version`]: NVIDIA driver versions and what each one offers.
 //!
 //! JSON output is serialized with `serde_json` from the report types
-//! ([`status::Status`], [`doctor::Report`]).
+//! ([`status::Status`], [`doctor::Report`]), under a top-level `schema_version`
+//! ([`JSON_SCHEMA_VERSION`]).
 
 pub mod cli;
 pub mod doctor;
+pub mod nvml;
 pub mod nvsmi;
 pub mod root;
 pub mod status;
 pub mod version;
 
 pub use root::Root;
+
+/// The `schema_version` of `status --json` and `doctor --json`: raised when a field
+/// changes meaning or goes away (new fields do not raise it).
+pub const JSON_SCHEMA_VERSION: u32 = 1;
 
 /// This repository's version (the `VERSION` file), which the module declares with
 /// `MODULE_VERSION`: how `doctor` tells our `nvidia_peermem` from NVIDIA's.

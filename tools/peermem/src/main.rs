@@ -9,41 +9,52 @@
 //! ```
 //!
 //! Exit codes: 0 success (doctor: no FAIL); 1 doctor found a FAIL, or a debugfs file
-//! did not parse; 2 the module's debugfs directory is missing; 64 bad usage.
+//! did not parse; 2 the module's debugfs directory is missing; 64 bad usage; 77 a file
+//! only root may read (run as root).
 //!
 //! The options are defined in `peermem_tool::cli`; `tools/cli-docs` makes the manual
 //! pages and shell completions from them.
 
 use std::path::Path;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 use clap::Parser;
-use peermem_tool::cli::{Cli, Cmd, Common, EXIT_USAGE};
-use peermem_tool::{doctor, status, Root};
+use peermem_tool::cli::{Cli, Cmd, Common, EXIT_NOPERM, EXIT_USAGE};
+use peermem_tool::{doctor, nvml, nvsmi, status, Root};
 
-/// `nvidia-smi -q` output for doctor, from wherever the options say.
-fn nvidia_smi(file: Option<&Path>, skip: bool, root: &Root) -> Result<Option<String>, String> {
+/// The GPU facts for doctor, from wherever the options say: a recorded
+/// `nvidia-smi -q` output, else (on the live host) NVML, else `nvidia-smi -q`.
+fn gpu_facts(
+    file: Option<&Path>,
+    skip: bool,
+    root: &Root,
+) -> Result<Option<nvsmi::Report>, String> {
     if skip {
         return Ok(None);
     }
     if let Some(f) = file {
         return std::fs::read(f)
-            .map(|b| Some(String::from_utf8_lossy(&b).into_owned()))
+            .map(|b| Some(nvsmi::parse(&String::from_utf8_lossy(&b))))
             .map_err(|e| format!("{}: {e}", f.display()));
     }
     if let Some(text) = root.read("/nvidia-smi-q.txt") {
-        return Ok(Some(text));
+        return Ok(Some(nvsmi::parse(&text)));
     }
     if !root.is_live() {
         return Ok(None);
     }
-    Ok(Command::new("nvidia-smi")
-        .arg("-q")
-        .output()
-        .ok()
-        .filter(|out| out.status.success())
-        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned()))
+    if let Ok(report) = nvml::query() {
+        return Ok(Some(report));
+    }
+    match nvsmi::query("nvidia-smi", nvsmi::TIMEOUT) {
+        Ok(text) => Ok(Some(nvsmi::parse(&text))),
+        Err(nvsmi::QueryError::NotFound) => Ok(None),
+        Err(e) => {
+            eprintln!("peermem: {e}; its checks are skipped");
+            Ok(None)
+        }
+    }
 }
 
 fn status(common: &Common) -> ExitCode {
@@ -56,27 +67,27 @@ fn status(common: &Common) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Err(e @ status::StatusError::NoDebugfs { .. }) => {
-            eprintln!("peermem: {e}");
-            ExitCode::from(2)
-        }
         Err(e) => {
             eprintln!("peermem: {e}");
-            ExitCode::from(1)
+            ExitCode::from(e.exit_code())
         }
     }
 }
 
 fn doctor(common: &Common, smi_file: Option<&Path>, no_smi: bool) -> ExitCode {
     let root = Root::new(&common.root);
-    let smi = match nvidia_smi(smi_file, no_smi, &root) {
-        Ok(s) => s,
+    let gpus = match gpu_facts(smi_file, no_smi, &root) {
+        Ok(g) => g,
         Err(e) => {
             eprintln!("peermem: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let report = doctor::run(&root, smi.as_deref());
+    let report = doctor::run_with(&root, gpus);
+    if let Some(why) = doctor::permission_denied(&root) {
+        eprintln!("peermem: {why}");
+        return ExitCode::from(EXIT_NOPERM);
+    }
     if common.json {
         println!("{}", report.render_json());
     } else {

@@ -223,3 +223,82 @@ GPU 00000000:18:00.0
         assert_eq!(split("Header:"), ("Header", Some("")));
     }
 }
+
+/// How long `nvidia-smi -q` may run: a GPU that has fallen off the bus, or a driver
+/// stuck in a GPU reset, can keep it waiting for minutes.
+pub const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Why [`query`] gave no output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QueryError {
+    /// The program could not be started (not installed).
+    NotFound,
+    /// It exited with a failure status.
+    Failed(std::process::ExitStatus),
+    /// It ran past the timeout and was killed.
+    TimedOut(std::time::Duration),
+}
+
+impl std::fmt::Display for QueryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QueryError::NotFound => f.write_str("nvidia-smi could not be run"),
+            QueryError::Failed(s) => write!(f, "nvidia-smi -q failed ({s})"),
+            QueryError::TimedOut(t) => write!(
+                f,
+                "nvidia-smi -q did not finish within {} s and was killed",
+                t.as_secs()
+            ),
+        }
+    }
+}
+
+/// Runs `program -q` and returns what it printed, killing it if it runs past
+/// `timeout`.
+pub fn query(
+    program: impl AsRef<std::ffi::OsStr>,
+    timeout: std::time::Duration,
+) -> Result<String, QueryError> {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    use std::time::Instant;
+
+    let mut child = Command::new(program)
+        .arg("-q")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|_| QueryError::NotFound)?;
+    // Read on a thread so that a full pipe cannot stall the child. The thread is not
+    // waited for after a kill: a grandchild may still hold the pipe open.
+    let mut stdout = child.stdout.take().expect("stdout is piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let _ = stdout.read_to_end(&mut out);
+        let _ = tx.send(out);
+    });
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(QueryError::TimedOut(timeout));
+            }
+        }
+    };
+    if !status.success() {
+        return Err(QueryError::Failed(status));
+    }
+    let left = deadline.saturating_duration_since(Instant::now());
+    let out = rx
+        .recv_timeout(left.max(std::time::Duration::from_millis(100)))
+        .map_err(|_| QueryError::TimedOut(timeout))?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}

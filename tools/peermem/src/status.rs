@@ -236,6 +236,12 @@ pub enum StatusError {
         /// Whether debugfs itself looks mounted (`/sys/kernel/debug` is not empty).
         debugfs_mounted: bool,
     },
+    /// A file could not be read for want of permission (`EACCES`, `EPERM`): debugfs
+    /// is root's.
+    PermissionDenied {
+        /// The path (as on the host) that could not be read.
+        path: String,
+    },
     /// A file of the directory is missing or unreadable.
     Unreadable(&'static str),
     /// A file did not parse.
@@ -261,6 +267,11 @@ impl fmt::Display for StatusError {
                  (mount -t debugfs none /sys/kernel/debug, as root), \
                  or the peermem module is not loaded"
             ),
+            StatusError::PermissionDenied { path } => write!(
+                f,
+                "permission denied reading {path}: the module's debugfs files are root's; \
+                 run peermem status as root (sudo peermem status)"
+            ),
             StatusError::Unreadable(file) => {
                 write!(f, "cannot read {DEBUGFS_DIR}/{file} (debugfs needs root)")
             }
@@ -269,18 +280,42 @@ impl fmt::Display for StatusError {
     }
 }
 
+impl StatusError {
+    /// The exit status `peermem status` ends with: 77 (EX_NOPERM) for
+    /// [`StatusError::PermissionDenied`], 2 for [`StatusError::NoDebugfs`], else 1.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            StatusError::PermissionDenied { .. } => crate::cli::EXIT_NOPERM,
+            StatusError::NoDebugfs { .. } => 2,
+            StatusError::Unreadable(_) | StatusError::Parse(_) => 1,
+        }
+    }
+}
+
 /// Reads and parses the module's debugfs files under `root`.
 pub fn read(root: &Root) -> Result<Status, StatusError> {
+    let denied = || {
+        root.denied()
+            .into_iter()
+            .next()
+            .map(|path| StatusError::PermissionDenied { path })
+    };
     if !root.is_dir(DEBUGFS_DIR) {
+        if let Some(e) = denied() {
+            return Err(e);
+        }
         let debugfs_mounted = !root.list("/sys/kernel/debug").is_empty();
+        if let Some(e) = denied() {
+            return Err(e);
+        }
         return Err(StatusError::NoDebugfs { debugfs_mounted });
     }
-    let stats = root
-        .read(&format!("{DEBUGFS_DIR}/stats"))
-        .ok_or(StatusError::Unreadable("stats"))?;
-    let pins = root
-        .read(&format!("{DEBUGFS_DIR}/pins"))
-        .ok_or(StatusError::Unreadable("pins"))?;
+    let file = |name: &'static str| {
+        root.read(&format!("{DEBUGFS_DIR}/{name}"))
+            .ok_or_else(|| denied().unwrap_or(StatusError::Unreadable(name)))
+    };
+    let stats = file("stats")?;
+    let pins = file("pins")?;
     Ok(Status {
         pins: parse_pins(&pins).map_err(StatusError::Parse)?,
         stats: parse_stats(&stats).map_err(StatusError::Parse)?,
@@ -375,8 +410,18 @@ pub fn render_text(s: &Status) -> String {
     out
 }
 
-/// The JSON rendering: `{"pins":[...],"stats":{...}}`. Addresses are hex strings
-/// (JSON numbers lose precision above 2^53); counters are numbers.
+/// The JSON rendering: `{"schema_version":1,"pins":[...],"stats":{...}}`. Addresses
+/// are hex strings (JSON numbers lose precision above 2^53); counters are numbers.
 pub fn render_json(s: &Status) -> String {
-    serde_json::to_string(s).expect("a status serializes to JSON")
+    #[derive(Serialize)]
+    struct Json<'a> {
+        schema_version: u32,
+        #[serde(flatten)]
+        status: &'a Status,
+    }
+    let json = Json {
+        schema_version: crate::JSON_SCHEMA_VERSION,
+        status: s,
+    };
+    serde_json::to_string(&json).expect("a status serializes to JSON")
 }

@@ -36,7 +36,13 @@ fn help_names_the_commands_and_options() {
     let out = peermem(&["--help"]);
     assert_eq!(out.status.code(), Some(0));
     let help = text(&out.stdout);
-    for word in ["status", "doctor", "Exit status:", "64  bad usage"] {
+    for word in [
+        "status",
+        "doctor",
+        "Exit status:",
+        "64  bad usage",
+        "77  permission denied",
+    ] {
         assert!(help.contains(word), "{word}: {help}");
     }
     let help = text(&peermem(&["help", "doctor"]).stdout);

@@ -14,6 +14,31 @@ fn fixture(case: &str) -> PathBuf {
         .join(case)
 }
 
+/// A fresh scratch directory for a test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("peermem-doctor-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `from` copied to `to` (files, directories and symbolic links as they are).
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let t = e.file_type().unwrap();
+        if t.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
+        } else if t.is_dir() {
+            std::fs::create_dir_all(&dst).unwrap();
+            copy_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
 fn smi(name: &str) -> String {
     std::fs::read_to_string(fixture("nvidia-smi").join(name)).unwrap()
 }
@@ -50,8 +75,16 @@ fn json_check<'a>(v: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
 #[test]
 fn dev_vm_with_fakes_is_ready_but_warns_about_detection() {
     let r = run("healthy-dev-vm");
-    assert_eq!(verdict(&r, "kernel-rust"), Verdict::Ok);
-    assert!(detail(&r, "kernel-rust").contains("kallsyms"), "{r:?}");
+    // The module was built on the host: the VM has no build tree to rebuild it.
+    assert_eq!(verdict(&r, "kernel-rust"), Verdict::Warn);
+    assert!(
+        detail(&r, "kernel-rust").starts_with("Rust symbols in /proc/kallsyms"),
+        "{r:?}"
+    );
+    assert!(
+        detail(&r, "kernel-rust").ends_with("/lib/modules/7.3.0-peermem-dev/build is missing"),
+        "{r:?}"
+    );
     assert_eq!(verdict(&r, "peermem-module"), Verdict::Ok);
     assert_eq!(
         detail(&r, "peermem-module"),
@@ -82,14 +115,15 @@ fn dev_vm_with_fakes_is_ready_but_warns_about_detection() {
     assert!(r.ready());
     assert!(r
         .summary()
-        .starts_with("verdict: ready, 1 warning(s); first: app-detection"));
+        .starts_with("verdict: ready, 2 warning(s); first: kernel-rust"));
     assert_eq!(verdict(&r, "pin-mode"), Verdict::Ok);
     assert!(detail(&r, "pin-mode").starts_with("persistent pins (persistent_api_support=1"));
     assert_eq!(verdict(&r, "module-signature"), Verdict::Ok);
     assert!(detail(&r, "module-signature").contains("not enforced"));
     // No kernel configuration in the recorded tree: nothing to compare compilers with.
     assert_eq!(verdict(&r, "toolchain"), Verdict::NotApplicable);
-    assert_eq!(r.checks.len(), 14);
+    assert_eq!(verdict(&r, "kernel-release"), Verdict::Ok);
+    assert_eq!(r.checks.len(), 15);
 }
 
 #[test]
@@ -139,14 +173,84 @@ fn compilers_other_than_the_kernels_are_named() {
     let r = run("toolchain-mismatch");
     assert_eq!(verdict(&r, "toolchain"), Verdict::Warn);
     let d = detail(&r, "toolchain");
-    assert!(d.contains("rustc 1.88.0 (found: 1.85.0)"), "{d}");
-    assert!(d.contains("clang 20 (found: 19.1.7)"), "{d}");
-    // The H100 host has what its kernel was built with.
+    // The version the kernel was built with, and the one found.
+    assert!(
+        d.contains("missing rustc 1.88.0, the kernel's build: rustc 1.88.0 (6b00bc388 2025-06-23)"),
+        "{d}"
+    );
+    assert!(
+        d.contains("found: rustc: rustc 1.85.0 (4d91de4e4 2025-02-17)"),
+        "{d}"
+    );
+    assert!(
+        d.contains("clang 20 (Debian package clang-20; found: Debian clang version 19.1.7"),
+        "{d}"
+    );
+    assert!(d.contains("ld.lld 20 (Debian package lld-20)"), "{d}");
+    // The H100 host has what its kernel was built with: Ubuntu's rustc-1.93 and gcc-15.
     let r = run("healthy-h100");
     assert_eq!(
         detail(&r, "toolchain"),
-        "rustc 1.85.0, as the kernel was built with"
+        "the kernel's compilers are installed: rustc 1.93.1 (01f6ddf75 2026-02-11) \
+         (built from a source tarball) (rustc-1.93), gcc-15"
     );
+}
+
+/// Recorded from the project's dev kernel (tests/toolchain/clang19-rustc196.config:
+/// Linux 7.3.4 built with Debian's clang 19 and rustc-web 1.96) on Debian 12 with
+/// Debian's versioned LLVM packages only (clang-19, lld-19, llvm-19: `clang-19`,
+/// `ld.lld-19`, `llvm-ar-19`, ..., no unversioned `clang`) and rustc-web's
+/// /usr/bin/rustc; version texts as those packages print them (the kernel's
+/// CONFIG_CC_VERSION_TEXT, and tests/runner/logs' "Debian LLD 19.1.7").
+#[test]
+fn versioned_clang_is_found_as_kernel_toolchain_finds_it() {
+    let r = run("toolchain-clang-19-only");
+    assert_eq!(
+        verdict(&r, "toolchain"),
+        Verdict::Ok,
+        "{:?}",
+        r.get("toolchain")
+    );
+    assert_eq!(
+        detail(&r, "toolchain"),
+        "the kernel's compilers are installed: rustc 1.96.0 (ac68faa20 2026-05-25) \
+         (built from a source tarball) (rustc), clang-19"
+    );
+}
+
+#[test]
+fn a_rustc_of_another_build_is_not_the_kernels() {
+    // The same version number from another build (rustup's) does not load the
+    // kernel's crates: kernel-toolchain wants the exact version text.
+    let dir = scratch("rustc-other-build");
+    copy_tree(&fixture("toolchain-clang-19-only"), &dir);
+    std::fs::write(
+        dir.join("rustc-version.txt"),
+        "rustc 1.96.0 (ac68faa20 2026-05-25)\n",
+    )
+    .unwrap();
+    let r = doctor::run(&Root::new(&dir), None);
+    assert_eq!(verdict(&r, "toolchain"), Verdict::Warn);
+    assert!(
+        detail(&r, "toolchain").contains("found: rustc: rustc 1.96.0 (ac68faa20 2026-05-25)"),
+        "{}",
+        detail(&r, "toolchain")
+    );
+    // A rustup toolchain with the kernel's very build is taken.
+    std::fs::write(
+        dir.join("rustup-toolchain-list.txt"),
+        "stable-x86_64-unknown-linux-gnu (default)\n1.96-x86_64-unknown-linux-gnu\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("rustup-1.96-x86_64-unknown-linux-gnu-rustc-version.txt"),
+        "rustc 1.96.0 (ac68faa20 2026-05-25) (built from a source tarball)\n",
+    )
+    .unwrap();
+    let r = doctor::run(&Root::new(&dir), None);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(verdict(&r, "toolchain"), Verdict::Ok);
+    assert!(detail(&r, "toolchain").contains("(rustup toolchain 1.96-x86_64-unknown-linux-gnu)"));
 }
 
 #[test]
@@ -175,6 +279,20 @@ fn pin_mode_is_read_from_debugfs_where_sysfs_has_no_parameters() {
     assert_eq!(verdict(&r, "pin-mode"), Verdict::NotApplicable);
 }
 
+/// An Ubuntu 26.04 H100 host on Ubuntu's GA kernel 7.0.0-34-generic, with
+/// linux-headers-7.0.0-34-generic and linux-lib-rust-7.0.0-34-generic installed:
+/// /etc/os-release as Ubuntu 26.04 ships it; /boot/config-7.0.0-34-generic with the
+/// compiler lines of Ubuntu's 7.0 kernels (gcc "x86_64-linux-gnu-gcc (Ubuntu
+/// 15.2.0-16ubuntu1) 15.2.0", as 7.0.0-29-generic's banner reads; rustc 1.93.1 from a
+/// source tarball, Ubuntu's rustc-1.93, with which users build against
+/// linux-lib-rust-7.0.0-15-generic); /lib/modules/7.0.0-34-generic/build ->
+/// /usr/src/linux-headers-7.0.0-34-generic (the fixture's links are relative to stay
+/// inside it), its .config, and rust -> ../linux-lib-rust-7.0.0-34-generic/rust
+/// (Ubuntu's debian/scripts/link-lib-rust) holding the crates rust/Makefile of Linux
+/// 7.0 builds; Ubuntu's gcc, gcc-15 and rustc-1.93 installed. The driver, module and
+/// `nvidia-smi -q` files are the former 6.14 fixture's (tests/fixtures/kernel-6.14).
+/// driver-530, missing-core, nvidia-own-peermem, old-driver-510 and
+/// proprietary-driver run on the same Ubuntu layout.
 #[test]
 fn h100_with_dropin_is_ready() {
     let r = run("healthy-h100");
@@ -186,7 +304,12 @@ fn h100_with_dropin_is_ready() {
     assert!(not_ok.is_empty(), "{not_ok:#?}");
     assert_eq!(
         detail(&r, "kernel-rust"),
-        "CONFIG_RUST=y (from /boot/config-6.14.0-rust)"
+        "CONFIG_RUST=y (from /boot/config-7.0.0-34-generic); /lib/modules/7.0.0-34-generic/build \
+         has the kernel's Rust crates (rust/*.rmeta, rust/libmacros.so)"
+    );
+    assert_eq!(
+        detail(&r, "kernel-release"),
+        "Linux 7.0 (7.0.0-34-generic): peermem supports Linux 7.0, 7.1, 7.2, 7.3"
     );
     assert!(detail(&r, "peermem-module").contains("peermem's drop-in build"));
     assert_eq!(
@@ -312,6 +435,7 @@ fn empty_root_fails_on_the_module_first() {
         None,
     );
     assert_eq!(verdict(&r, "kernel-rust"), Verdict::Warn);
+    assert_eq!(verdict(&r, "kernel-release"), Verdict::Warn);
     assert_eq!(r.first_fail().unwrap().id, "peermem-module");
     assert_eq!(verdict(&r, "nvidia-driver"), Verdict::Fail);
 }
@@ -339,7 +463,9 @@ fn text_and_json_rendering() {
     assert_eq!(
         v["checks"][0],
         json!({"id": "kernel-rust", "verdict": "OK",
-               "detail": "CONFIG_RUST=y (from /boot/config-6.14.0-rust)", "fix": null})
+               "detail": "CONFIG_RUST=y (from /boot/config-7.0.0-34-generic); \
+                          /lib/modules/7.0.0-34-generic/build has the kernel's Rust crates \
+                          (rust/*.rmeta, rust/libmacros.so)", "fix": null})
     );
     let failed = json_check(&v, "nvidia-driver");
     assert_eq!(failed["verdict"], json!("FAIL"));
@@ -349,7 +475,7 @@ fn text_and_json_rendering() {
     );
 }
 
-/// What `peermem doctor --json` prints: `{"ready", "verdict", "checks"}`, each check
+/// What `peermem doctor --json` prints: `{"schema_version", "ready", "verdict", "checks"}`, each check
 /// `{"id", "verdict", "detail", "fix"}` with the same results as the library's report.
 #[test]
 fn json_output_has_the_documented_shape() {
@@ -367,7 +493,12 @@ fn json_output_has_the_documented_shape() {
             .unwrap();
         let v = parse(&String::from_utf8_lossy(&out.stdout));
         let top: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
-        assert_eq!(top, ["ready", "verdict", "checks"], "{case}");
+        assert_eq!(
+            top,
+            ["schema_version", "ready", "verdict", "checks"],
+            "{case}"
+        );
+        assert_eq!(v["schema_version"], json!(1), "{case}");
         let want = run(case);
         assert_eq!(v["ready"], json!(want.ready()), "{case}");
         assert_eq!(out.status.code(), Some(if want.ready() { 0 } else { 1 }));
@@ -415,4 +546,302 @@ fn binary_exit_codes() {
     assert_eq!(v["ready"], json!(true));
     let usage = status(&["frobnicate"]);
     assert_eq!(usage.status.code(), Some(64));
+}
+
+/// The releases `kernel-release` accepts are SUPPORTED_KERNELS' lines, read at
+/// compile time: the tool holds no list of its own.
+#[test]
+fn supported_kernels_are_the_repository_list() {
+    let file = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../SUPPORTED_KERNELS"
+    ))
+    .unwrap();
+    let want: Vec<String> = file
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_owned)
+        .collect();
+    let have: Vec<String> = doctor::supported_kernels()
+        .iter()
+        .map(|(v, p)| format!("{v}.{p}"))
+        .collect();
+    assert_eq!(have, want);
+    assert_eq!(doctor::supported_list(), want.join(", "));
+}
+
+#[test]
+fn release_strings_give_version_and_patchlevel() {
+    for (release, want) in [
+        ("7.0.0-34-generic", Some((7, 0))),
+        ("6.14.0-rust", Some((6, 14))),
+        ("7.3.4+deb13-amd64", Some((7, 3))),
+        ("6.18.44-fc-v657-gpu", Some((6, 18))),
+        ("7.3.4", Some((7, 3))),
+        ("7.1-rc3", Some((7, 1))),
+        ("generic", None),
+        ("7", None),
+    ] {
+        assert_eq!(doctor::release_version(release), want, "{release}");
+    }
+}
+
+/// The former healthy-h100 fixture, as it was: a self-built 6.14.0-rust kernel with
+/// CONFIG_RUST=y, rustc 1.85 and Ubuntu's clang 19 (tests/fixtures/kernel-6.14).
+/// Linux 6.14 is no release peermem supports: the host is not ready.
+#[test]
+fn an_unsupported_kernel_fails_with_the_supported_list() {
+    let r = run("kernel-6.14");
+    let c = r.get("kernel-release").unwrap();
+    assert_eq!(c.verdict, Verdict::Fail);
+    assert_eq!(
+        c.detail,
+        "Linux 6.14 (6.14.0-rust) is not supported: peermem supports Linux 7.0, 7.1, 7.2, 7.3"
+    );
+    assert!(c
+        .fix
+        .as_deref()
+        .unwrap()
+        .contains("Linux 7.0, 7.1, 7.2, 7.3"));
+    assert!(!r.ready());
+    assert_eq!(r.first_fail().unwrap().id, "kernel-release");
+    // Its build tree is not recorded; the loaded module makes that a warning.
+    assert_eq!(verdict(&r, "kernel-rust"), Verdict::Warn);
+    // Right after kernel-rust.
+    assert_eq!(r.checks[0].id, "kernel-rust");
+    assert_eq!(r.checks[1].id, "kernel-release");
+}
+
+/// Recorded on the lent GPU host (2026-11-26): Ubuntu 24.04 userland under a
+/// 6.18.44-fc-v657-gpu kernel built without Rust (gcc 15.3.0, CONFIG_RUSTC_VERSION=0,
+/// no CONFIG_RUST line at all), whose only configuration is /proc/config.gz
+/// (CONFIG_IKCONFIG_PROC=y; no /boot/config-*, no /lib/modules/<release>). The
+/// config.gz, os-release, cmdline and `nvidia-smi -q` are the host's own files.
+#[test]
+fn a_kernel_without_rust_is_named_from_proc_config_gz() {
+    let r = run("lent-h200-6.18");
+    let c = r.get("kernel-rust").unwrap();
+    assert_eq!(c.verdict, Verdict::Fail, "{c:?}");
+    assert_eq!(
+        c.detail,
+        "the kernel has no Rust support: CONFIG_RUST is not set in /proc/config.gz \
+         (CONFIG_RUSTC_VERSION=0: it was built without a Rust compiler)"
+    );
+    assert!(c.fix.as_deref().unwrap().contains("CONFIG_RUST=y"));
+    assert_eq!(verdict(&r, "kernel-release"), Verdict::Fail);
+    assert!(detail(&r, "kernel-release")
+        .starts_with("Linux 6.18 (6.18.44-fc-v657-gpu) is not supported"));
+    assert_eq!(r.first_fail().unwrap().id, "kernel-rust");
+    // Its compilers do not matter: there is no Rust to build against.
+    assert_eq!(verdict(&r, "toolchain"), Verdict::NotApplicable);
+    // Its `nvidia-smi -q` (an H200 on driver 580.159.04) parses.
+    assert_eq!(
+        detail(&r, "bar1"),
+        "00000000:00:06.0: BAR1 262144 MiB, 1 MiB used, 262143 MiB free"
+    );
+    assert_eq!(detail(&r, "mig"), "MIG disabled");
+    assert_eq!(verdict(&r, "driver-version"), Verdict::Ok);
+}
+
+/// Ubuntu 26.04, 7.0.0-34-generic with linux-headers-7.0.0-34-generic but not
+/// linux-lib-rust-7.0.0-34-generic: /lib/modules/7.0.0-34-generic/build ->
+/// /usr/src/linux-headers-7.0.0-34-generic, whose rust -> ../linux-lib-rust-
+/// 7.0.0-34-generic/rust dangles (Ubuntu's debian/scripts/link-lib-rust; the
+/// package split of LP: #2015867). Compiler lines of the kernel's config: gcc
+/// "x86_64-linux-gnu-gcc (Ubuntu 15.2.0-16ubuntu1) 15.2.0" (the 7.0.0-29-generic
+/// kernel's own banner) and rustc 1.93.1 (what Ubuntu 26.04's 7.0 kernels were built
+/// with, as users building against linux-lib-rust-7.0.0-15-generic report).
+#[test]
+fn ubuntu_without_lib_rust_names_the_package() {
+    let r = run("ubuntu-26.04-no-lib-rust");
+    let c = r.get("kernel-rust").unwrap();
+    assert_eq!(c.verdict, Verdict::Fail, "{c:?}");
+    assert!(
+        c.detail
+            .contains("/lib/modules/7.0.0-34-generic/build lacks the Rust files"),
+        "{c:?}"
+    );
+    assert!(c.detail.contains("(its rust link is dangling)"), "{c:?}");
+    assert!(
+        c.detail.ends_with(
+            "rust/libcore.rmeta, rust/libkernel.rmeta, rust/libpin_init.rmeta, rust/libmacros.so"
+        ),
+        "{c:?}"
+    );
+    assert_eq!(
+        c.fix.as_deref(),
+        Some("apt install linux-lib-rust-7.0.0-34-generic")
+    );
+    assert_eq!(r.first_fail().unwrap().id, "kernel-rust");
+    // The same host with the package installed.
+    let r = run("ubuntu-26.04-lib-rust");
+    assert_eq!(
+        verdict(&r, "kernel-rust"),
+        Verdict::Ok,
+        "{:?}",
+        r.get("kernel-rust")
+    );
+    assert_eq!(verdict(&r, "kernel-release"), Verdict::Ok);
+    assert_eq!(
+        verdict(&r, "toolchain"),
+        Verdict::Ok,
+        "{:?}",
+        r.get("toolchain")
+    );
+}
+
+/// The same Ubuntu 26.04 host with neither linux-headers nor linux-lib-rust.
+#[test]
+fn ubuntu_without_headers_names_both_packages() {
+    let r = run("ubuntu-26.04-no-headers");
+    let c = r.get("kernel-rust").unwrap();
+    assert_eq!(c.verdict, Verdict::Fail, "{c:?}");
+    assert!(
+        c.detail
+            .ends_with("the kernel's build tree /lib/modules/7.0.0-34-generic/build is missing"),
+        "{c:?}"
+    );
+    assert_eq!(
+        c.fix.as_deref(),
+        Some("apt install linux-headers-7.0.0-34-generic linux-lib-rust-7.0.0-34-generic")
+    );
+}
+
+/// Elsewhere than Ubuntu (the lent host's os-release with ID=ubuntu, but a kernel
+/// release of no Ubuntu package; or a Debian host), the files are named, no package.
+#[test]
+fn non_ubuntu_hosts_are_told_the_missing_files() {
+    let dir = scratch("non-ubuntu");
+    copy_tree(&fixture("ubuntu-26.04-no-lib-rust"), &dir);
+    std::fs::write(
+        dir.join("etc/os-release"),
+        std::fs::read_to_string(fixture("toolchain-clang-19-only").join("etc/os-release")).unwrap(),
+    )
+    .unwrap();
+    let r = doctor::run(&Root::new(&dir), None);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let c = r.get("kernel-rust").unwrap();
+    assert_eq!(c.verdict, Verdict::Fail);
+    let fix = c.fix.as_deref().unwrap();
+    assert!(!fix.contains("apt install"), "{fix}");
+    assert!(
+        fix.contains("/lib/modules/7.0.0-34-generic/build/rust"),
+        "{fix}"
+    );
+    assert!(c.detail.contains("rust/libkernel.rmeta"), "{c:?}");
+}
+
+/// A loaded peermem was built elsewhere: a missing build tree only stops rebuilding.
+#[test]
+fn a_missing_build_tree_warns_when_peermem_is_loaded() {
+    let dir = scratch("loaded-no-headers");
+    copy_tree(&fixture("ubuntu-26.04-no-headers"), &dir);
+    std::fs::create_dir_all(dir.join("sys/module/peermem")).unwrap();
+    let r = doctor::run(&Root::new(&dir), None);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(verdict(&r, "kernel-rust"), Verdict::Warn);
+}
+
+/// /proc/config.gz is read when there is no /boot/config-<release>: the Ubuntu
+/// host's configuration, gzipped, as a kernel with CONFIG_IKCONFIG_PROC shows it.
+#[test]
+fn proc_config_gz_is_read() {
+    let dir = scratch("config-gz");
+    copy_tree(&fixture("ubuntu-26.04-lib-rust"), &dir);
+    let config = dir.join("boot/config-7.0.0-34-generic");
+    let text = std::fs::read(&config).unwrap();
+    std::fs::remove_file(&config).unwrap();
+    let gz = std::process::Command::new("gzip")
+        .arg("-c")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(&text)?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    std::fs::write(dir.join("proc/config.gz"), gz.stdout).unwrap();
+    let r = doctor::run(&Root::new(&dir), None);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(
+        verdict(&r, "kernel-rust"),
+        Verdict::Ok,
+        "{:?}",
+        r.get("kernel-rust")
+    );
+    assert!(detail(&r, "kernel-rust").starts_with("CONFIG_RUST=y (from /proc/config.gz)"));
+    assert_eq!(
+        verdict(&r, "toolchain"),
+        Verdict::Ok,
+        "{:?}",
+        r.get("toolchain")
+    );
+}
+
+/// A user other than root cannot enter debugfs: doctor says to run it as root instead
+/// of judging the module from what it could not read. Injected through the root, so
+/// the test also runs as root.
+#[test]
+fn permission_denied_asks_for_root() {
+    let root = Root::new(fixture("healthy-h100")).deny("/sys/kernel/debug");
+    let _ = doctor::run(&root, None);
+    let why = doctor::permission_denied(&root).expect("a denial is reported");
+    assert!(
+        why.starts_with("permission denied reading /sys/kernel/debug/peermem"),
+        "{why}"
+    );
+    assert!(
+        why.contains("run it as root (sudo peermem doctor)"),
+        "{why}"
+    );
+    // As root, nothing is denied.
+    let root = Root::new(fixture("healthy-h100"));
+    let _ = doctor::run(&root, None);
+    assert_eq!(doctor::permission_denied(&root), None);
+}
+
+/// Linux 7.3 hands modules two more crates (`--extern zerocopy --extern
+/// zerocopy_derive`, 7.3's scripts/Makefile.build): a 7.3 build tree without them
+/// cannot build peermem. The toolchain-clang-19-only host (Debian 12, the dev kernel
+/// 7.3.4 built in /usr/src/linux-source-7.3, Debian's linux-source-7.3 unpacked; `make
+/// modules_install` links /lib/modules/7.3.4/build there), no Ubuntu package to name.
+#[test]
+fn linux_7_3_build_trees_need_the_zerocopy_crates() {
+    let dir = scratch("zerocopy");
+    copy_tree(&fixture("toolchain-clang-19-only"), &dir);
+    let tree = dir.join("usr/src/linux-source-7.3");
+    std::fs::create_dir_all(tree.join("rust")).unwrap();
+    std::fs::create_dir_all(dir.join("lib/modules/7.3.4")).unwrap();
+    std::os::unix::fs::symlink(
+        "../../../usr/src/linux-source-7.3",
+        dir.join("lib/modules/7.3.4/build"),
+    )
+    .unwrap();
+    for f in doctor::RUST_BUILD_FILES {
+        std::fs::write(tree.join(f), "").unwrap();
+    }
+    let r = doctor::run(&Root::new(&dir), None);
+    let c = r.get("kernel-rust").unwrap().clone();
+    for f in ["rust/libzerocopy.rmeta", "rust/libzerocopy_derive.so"] {
+        std::fs::write(tree.join(f), "").unwrap();
+    }
+    let fixed = doctor::run(&Root::new(&dir), None);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(c.verdict, Verdict::Fail, "{c:?}");
+    assert!(
+        c.detail
+            .ends_with(": rust/libzerocopy.rmeta, rust/libzerocopy_derive.so"),
+        "{c:?}"
+    );
+    assert!(!c.fix.as_deref().unwrap().contains("apt"), "{c:?}");
+    assert_eq!(verdict(&fixed, "kernel-rust"), Verdict::Ok);
+    assert_eq!(verdict(&fixed, "kernel-release"), Verdict::Ok);
+    // 7.0 trees do not need them.
+    assert_eq!(
+        doctor::rust_build_files(Some((7, 0))),
+        doctor::RUST_BUILD_FILES
+    );
 }

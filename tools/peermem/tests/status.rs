@@ -73,7 +73,12 @@ fn empty_pins_is_header_only() {
     let text = status::render_text(&s);
     assert!(text.starts_with("peermem: 0 live pins, 0 B pinned (peak 0 B)\n\nno pins\n"));
     let v = parse(&status::render_json(&s));
-    assert_eq!(keys(&v), ["pins", "stats"]);
+    assert_eq!(keys(&v), ["schema_version", "pins", "stats"]);
+    assert_eq!(
+        v["schema_version"],
+        json!(peermem_tool::JSON_SCHEMA_VERSION)
+    );
+    assert_eq!(v["schema_version"], json!(1));
     assert_eq!(v["pins"], json!([]));
     // Every counter the module writes, in its order, as numbers.
     assert_eq!(keys(&v["stats"]), KNOWN_STATS);
@@ -158,7 +163,12 @@ fn text_table_shows_pins() {
 fn json_has_pins_and_stats() {
     let s = status::read(&Root::new(fixture("healthy-dev-vm"))).unwrap();
     let v = parse(&status::render_json(&s));
-    assert_eq!(keys(&v), ["pins", "stats"]);
+    assert_eq!(keys(&v), ["schema_version", "pins", "stats"]);
+    assert_eq!(
+        v["schema_version"],
+        json!(peermem_tool::JSON_SCHEMA_VERSION)
+    );
+    assert_eq!(v["schema_version"], json!(1));
     let pins = v["pins"].as_array().unwrap();
     assert_eq!(pins.len(), 2);
     // Addresses are hex strings; a pin without an address space has "".
@@ -236,6 +246,8 @@ fn binary_exit_codes() {
     let ok = run("status-empty", true);
     assert_eq!(ok.status.code(), Some(0));
     let v = parse(&String::from_utf8_lossy(&ok.stdout));
+    assert_eq!(keys(&v), ["schema_version", "pins", "stats"]);
+    assert_eq!(v["schema_version"], json!(1));
     assert_eq!(v["pins"], json!([]));
     assert_eq!(v["stats"]["pins_now"], json!(0));
     assert_eq!(run("status-bad-pins", false).status.code(), Some(1));
@@ -254,4 +266,110 @@ fn the_address_space_column_is_read_when_present() {
         peermem_tool::status::parse_pins(&format!("{} extra\n", text.lines().nth(1).unwrap()))
             .is_err()
     );
+}
+
+/// As a user other than root, debugfs (mode 0700) cannot be entered: that is
+/// "run as root", not "debugfs is not mounted". The error is injected through the
+/// root, so the test also runs as root.
+#[test]
+fn permission_denied_is_not_a_missing_module() {
+    let root = Root::new(fixture("healthy-dev-vm")).deny("/sys/kernel/debug");
+    match status::read(&root) {
+        Err(e @ StatusError::PermissionDenied { .. }) => {
+            assert_eq!(e.exit_code(), 77);
+            let text = e.to_string();
+            assert!(
+                text.starts_with("permission denied reading /sys/kernel/debug/peermem:"),
+                "{text}"
+            );
+            assert!(text.contains("run peermem status as root"), "{text}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Only the files denied: the directory is there, its files are not readable.
+    let root = Root::new(fixture("healthy-dev-vm")).deny("/sys/kernel/debug/peermem/stats");
+    match status::read(&root) {
+        Err(StatusError::PermissionDenied { path }) => {
+            assert_eq!(path, "/sys/kernel/debug/peermem/stats");
+        }
+        other => panic!("{other:?}"),
+    }
+    // The other errors keep their exit codes.
+    let missing = status::read(&Root::new(fixture("status-no-debugfs"))).unwrap_err();
+    assert_eq!(missing.exit_code(), 2);
+    let bad = status::read(&Root::new(fixture("status-bad-pins"))).unwrap_err();
+    assert_eq!(bad.exit_code(), 1);
+}
+
+/// The binary as a user other than root on a tree whose debugfs is mode 000: as
+/// root, through setpriv (util-linux) to uid/gid 65534; skipped where neither works.
+#[test]
+fn binary_exits_77_without_permission() {
+    let Some(argv) = unprivileged() else {
+        eprintln!("skipped: running as root and no setpriv to drop privileges");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("peermem-status-noperm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let debug = dir.join("sys/kernel/debug/peermem");
+    std::fs::create_dir_all(&debug).unwrap();
+    std::fs::write(debug.join("stats"), "pins_now 0\n").unwrap();
+    std::fs::write(
+        debug.join("pins"),
+        "# id tgid mode start end bytes users state\n",
+    )
+    .unwrap();
+    let mode = |p: &std::path::Path, m: u32| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    };
+    mode(&dir.join("sys/kernel/debug"), 0o000);
+    let as_user = |args: &[&str]| {
+        std::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = as_user(&["status", "--root", dir.to_str().unwrap()]);
+    let doctor = as_user(&["doctor", "--no-nvidia-smi", "--root", dir.to_str().unwrap()]);
+    mode(&dir.join("sys/kernel/debug"), 0o755);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(77), "{stderr}");
+    assert!(
+        stderr.contains("permission denied reading /sys/kernel/debug/peermem"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("not mounted"), "{stderr}");
+    let stderr = String::from_utf8_lossy(&doctor.stderr);
+    assert_eq!(doctor.status.code(), Some(77), "{stderr}");
+    assert!(stderr.contains("run it as root"), "{stderr}");
+    assert!(doctor.stdout.is_empty());
+}
+
+/// The command line that runs the binary as a user other than root (the binary
+/// itself, or setpriv and the binary), if there is one.
+fn unprivileged() -> Option<Vec<String>> {
+    let bin = env!("CARGO_BIN_EXE_peermem").to_owned();
+    let uid = std::process::Command::new("id").arg("-u").output().ok()?;
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Some(vec![bin]);
+    }
+    let argv: Vec<String> = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .chain([bin])
+    .collect();
+    let works = std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    works.then_some(argv)
 }

@@ -1,0 +1,856 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! `peermem doctor`: is this host ready for peermem and for applications to use it?
+//!
+//! Each check reads files under a [`Root`] (plus, optionally, GPU facts from NVML or
+//! `nvidia-smi -q`) and gives one [`Verdict`]. The report names the first thing to
+//! fix: checks run in the order a user would fix them (kernel, module, driver, core,
+//! platform).
+
+mod kernel;
+mod toolchain;
+
+pub use kernel::{
+    release_version, rust_build_files, supported_kernels, supported_list, Config, RUST_BUILD_FILES,
+    SUPPORTED_KERNELS_FILE,
+};
+pub use toolchain::toolchain_in;
+
+use std::fmt::{self, Write};
+
+use serde::{Serialize, Serializer};
+
+use crate::nvsmi;
+use crate::status::DEBUGFS_DIR;
+use crate::version::DriverVersion;
+use crate::{peermem_version, Root};
+
+/// A check's outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Fine.
+    Ok,
+    /// Works, but something deserves attention.
+    Warn,
+    /// peermem (or GPUDirect RDMA) cannot work until this is fixed.
+    Fail,
+    /// Could not be checked here (no data).
+    NotApplicable,
+}
+
+impl Verdict {
+    /// The word printed for it.
+    pub fn word(self) -> &'static str {
+        match self {
+            Verdict::Ok => "OK",
+            Verdict::Warn => "WARN",
+            Verdict::Fail => "FAIL",
+            Verdict::NotApplicable => "N/A",
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.word())
+    }
+}
+
+/// In JSON, the printed word (`"OK"`, `"WARN"`, `"FAIL"`, `"N/A"`).
+impl Serialize for Verdict {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.word())
+    }
+}
+
+/// One check's result; in JSON, `{"id":..,"verdict":..,"detail":..,"fix":..|null}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Check {
+    /// A stable identifier (`kernel-rust`, `nvidia-driver`, ...).
+    pub id: &'static str,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// What was found, and how it was decided.
+    pub detail: String,
+    /// What to do about it (for WARN and FAIL).
+    pub fix: Option<String>,
+}
+
+impl Check {
+    fn new(id: &'static str, verdict: Verdict, detail: impl Into<String>) -> Self {
+        Check {
+            id,
+            verdict,
+            detail: detail.into(),
+            fix: None,
+        }
+    }
+
+    fn fix(mut self, fix: impl Into<String>) -> Self {
+        self.fix = Some(fix.into());
+        self
+    }
+}
+
+/// Every check's result, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// The checks, in the order they ran.
+    pub checks: Vec<Check>,
+}
+
+impl Report {
+    /// A check by id.
+    pub fn get(&self, id: &str) -> Option<&Check> {
+        self.checks.iter().find(|c| c.id == id)
+    }
+
+    /// The first failed check: the first thing to fix.
+    pub fn first_fail(&self) -> Option<&Check> {
+        self.checks.iter().find(|c| c.verdict == Verdict::Fail)
+    }
+
+    /// The first warning.
+    pub fn first_warn(&self) -> Option<&Check> {
+        self.checks.iter().find(|c| c.verdict == Verdict::Warn)
+    }
+
+    /// Whether nothing failed.
+    pub fn ready(&self) -> bool {
+        self.first_fail().is_none()
+    }
+
+    /// The final verdict line.
+    pub fn summary(&self) -> String {
+        let describe = |c: &Check| match &c.fix {
+            Some(fix) => format!("{}: {}", c.id, fix),
+            None => format!("{}: {}", c.id, c.detail),
+        };
+        if let Some(c) = self.first_fail() {
+            format!("verdict: not ready; fix first: {}", describe(c))
+        } else if let Some(c) = self.first_warn() {
+            let n = self
+                .checks
+                .iter()
+                .filter(|c| c.verdict == Verdict::Warn)
+                .count();
+            format!("verdict: ready, {n} warning(s); first: {}", describe(c))
+        } else {
+            "verdict: ready".to_owned()
+        }
+    }
+
+    /// The human rendering: one verdict line per check (with its fix indented below),
+    /// then the final verdict line.
+    pub fn render_text(&self) -> String {
+        let mut out = String::new();
+        for c in &self.checks {
+            let _ = writeln!(out, "{:<4}  {:<20} {}", c.verdict.word(), c.id, c.detail);
+            if let (Some(fix), Verdict::Warn | Verdict::Fail) = (&c.fix, c.verdict) {
+                let _ = writeln!(out, "{:<4}  {:<20}   -> {}", "", "", fix);
+            }
+        }
+        out.push_str(&self.summary());
+        out.push('\n');
+        out
+    }
+
+    /// The JSON rendering:
+    /// `{"schema_version":1,"ready":..,"verdict":"..","checks":[{..}]}`.
+    pub fn render_json(&self) -> String {
+        #[derive(Serialize)]
+        struct Json<'a> {
+            schema_version: u32,
+            ready: bool,
+            verdict: String,
+            checks: &'a [Check],
+        }
+        let json = Json {
+            schema_version: crate::JSON_SCHEMA_VERSION,
+            ready: self.ready(),
+            verdict: self.summary(),
+            checks: &self.checks,
+        };
+        serde_json::to_string(&json).expect("a report serializes to JSON")
+    }
+}
+
+/// The peer-memory client module names (drop-in and native).
+const NATIVE: &str = "peermem";
+const DROPIN: &str = "nvidia_peermem";
+
+/// The paths applications probe to detect GPUDirect RDMA (docs/abi.md 4).
+pub const DETECTION_PATHS: [&str; 4] = [
+    "/sys/kernel/mm/memory_peers/nv_mem/version",
+    "/sys/kernel/mm/memory_peers/nv_mem_nc/version",
+    "/sys/kernel/mm/memory_peers/nvidia-peermem/version",
+    "/sys/module/nvidia_peermem/version",
+];
+
+/// Which peer-memory client module is loaded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Client {
+    /// None.
+    None,
+    /// Our `peermem`.
+    Native,
+    /// Our drop-in `nvidia_peermem`.
+    Dropin,
+    /// NVIDIA's own `nvidia_peermem` (C); `certain` is false when it is a guess.
+    Nvidia {
+        /// Whether the version proves it (equal to the driver's) rather than suggests it.
+        certain: bool,
+    },
+    /// Our `peermem` and an `nvidia_peermem` together: they claim the same client name.
+    Both,
+}
+
+/// What the checks share: the files read once.
+struct Host<'a> {
+    root: &'a Root,
+    /// The running kernel's release (`/proc/sys/kernel/osrelease`).
+    release: Option<String>,
+    /// The running kernel's configuration, if one is found.
+    config: Option<kernel::Config>,
+    kallsyms: Option<String>,
+    driver: Option<(DriverVersion, String)>,
+    smi: Option<nvsmi::Report>,
+}
+
+impl Host<'_> {
+    /// Whether a peermem module (ours, native or drop-in) is loaded.
+    fn ours_loaded(&self) -> bool {
+        matches!(
+            self.client(),
+            Client::Native | Client::Dropin | Client::Both
+        )
+    }
+
+    fn module(&self, name: &str) -> bool {
+        self.root.is_dir(&format!("/sys/module/{name}"))
+    }
+
+    fn module_version(&self, name: &str) -> Option<String> {
+        self.root
+            .read_trimmed(&format!("/sys/module/{name}/version"))
+            .filter(|v| !v.is_empty())
+    }
+
+    fn kallsyms_has(&self, symbol: &str) -> Option<&str> {
+        self.kallsyms.as_deref()?.lines().find(|l| {
+            let mut w = l.split_whitespace();
+            w.nth(2) == Some(symbol)
+        })
+    }
+
+    fn client(&self) -> Client {
+        let native = self.module(NATIVE);
+        let dropin = self.module(DROPIN);
+        match (native, dropin) {
+            (false, false) => Client::None,
+            (true, true) => Client::Both,
+            (true, false) => Client::Native,
+            (false, true) => {
+                let v = self.module_version(DROPIN);
+                let driver = self.driver.as_ref().map(|(_, s)| s.as_str());
+                if v.is_some() && v.as_deref() == driver {
+                    Client::Nvidia { certain: true }
+                } else if self.root.is_dir(DEBUGFS_DIR) || v.as_deref() == Some(peermem_version()) {
+                    Client::Dropin
+                } else {
+                    Client::Nvidia { certain: false }
+                }
+            }
+        }
+    }
+}
+
+/// The driver version: `/sys/module/nvidia/version`, else `/proc/driver/nvidia/version`,
+/// else nvidia-smi's `Driver Version`; with where it came from.
+fn driver_version(root: &Root, smi: Option<&nvsmi::Report>) -> Option<(DriverVersion, String)> {
+    if let Some(v) = root
+        .read_trimmed("/sys/module/nvidia/version")
+        .and_then(|s| DriverVersion::parse(&s).map(|v| (v, s)))
+    {
+        return Some(v);
+    }
+    if let Some(v) = root
+        .read("/proc/driver/nvidia/version")
+        .and_then(|t| DriverVersion::parse_nvrm(&t))
+    {
+        return Some((v, v.to_string()));
+    }
+    let s = smi?.driver_version.clone()?;
+    DriverVersion::parse(&s).map(|v| (v, s))
+}
+
+/// After [`run`]: if a file could not be read for want of permission, what to tell
+/// the user (the checks took such files for missing, so their verdicts mislead).
+pub fn permission_denied(root: &Root) -> Option<String> {
+    let denied = root.denied();
+    let first = denied.first()?;
+    let more = match denied.len() {
+        1 => String::new(),
+        n => format!(" (and {} more)", n - 1),
+    };
+    Some(format!(
+        "permission denied reading {first}{more}: peermem doctor reads files only root \
+         may read; run it as root (sudo peermem doctor)"
+    ))
+}
+
+/// Runs every check. `smi` is `nvidia-smi -q` output, if any.
+pub fn run(root: &Root, smi: Option<&str>) -> Report {
+    run_with(root, smi.map(nvsmi::parse))
+}
+
+/// Runs every check, with the GPU facts `gpus` (from NVML or `nvidia-smi -q`), if any.
+pub fn run_with(root: &Root, gpus: Option<nvsmi::Report>) -> Report {
+    let smi = gpus;
+    let release = root.read_trimmed("/proc/sys/kernel/osrelease");
+    let host = Host {
+        root,
+        config: release
+            .as_deref()
+            .and_then(|r| kernel::Config::find(root, r)),
+        release,
+        kallsyms: root.read("/proc/kallsyms"),
+        driver: driver_version(root, smi.as_ref()),
+        smi,
+    };
+    let mut checks = vec![
+        kernel::kernel_rust(&host),
+        kernel::kernel_release(&host),
+        peermem_module(&host),
+        app_detection(&host),
+        nvidia_driver(&host),
+    ];
+    checks.extend(nvidia_version(&host));
+    checks.push(peer_memory_core(&host));
+    checks.push(pin_mode(&host));
+    checks.push(module_signature(&host));
+    checks.push(toolchain::toolchain(&host));
+    checks.push(iommu(&host));
+    checks.extend(smi_checks(&host));
+    Report { checks }
+}
+
+fn params(h: &Host<'_>, module: &str) -> String {
+    let p = |name: &str| {
+        h.root
+            .read_trimmed(&format!("/sys/module/{module}/parameters/{name}"))
+    };
+    match (p("persistent_api_support"), p("peerdirect_support")) {
+        (None, None) => String::new(),
+        (a, b) => format!(
+            " (persistent_api_support={}, peerdirect_support={})",
+            a.as_deref().unwrap_or("?"),
+            b.as_deref().unwrap_or("?")
+        ),
+    }
+}
+
+/// Where an installed module file may be, for the running kernel.
+fn installed_module(h: &Host<'_>) -> Option<String> {
+    let rel = h.release.as_deref()?;
+    for dir in ["updates/dkms", "updates", "extra"] {
+        for name in ["peermem", "nvidia-peermem"] {
+            for ext in ["ko", "ko.xz", "ko.zst", "ko.gz"] {
+                let path = format!("/lib/modules/{rel}/{dir}/{name}.{ext}");
+                if h.root.exists(&path) {
+                    return Some(path);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The kernel checks module signatures: `module.sig_enforce=1`, lockdown
+/// (integrity or confidentiality, which require signed modules), or Secure Boot
+/// (whose distribution kernels lock down). Returns why, or `None`.
+fn signatures_enforced(h: &Host<'_>) -> Option<String> {
+    if h.root
+        .read_trimmed("/sys/module/module/parameters/sig_enforce")
+        .as_deref()
+        == Some("Y")
+    {
+        return Some("module.sig_enforce=Y".to_owned());
+    }
+    if let Some(l) = h.root.read("/sys/kernel/security/lockdown") {
+        let mode = l
+            .split_whitespace()
+            .find(|w| w.starts_with('['))
+            .unwrap_or("");
+        if mode == "[integrity]" || mode == "[confidentiality]" {
+            return Some(format!("kernel lockdown {mode}"));
+        }
+    }
+    // The efivar: four attribute bytes, then 1 when Secure Boot is on.
+    let sb = h
+        .root
+        .read("/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-e0a9b6cc5768");
+    if sb.is_some_and(|v| v.as_bytes().get(4) == Some(&1)) {
+        return Some("Secure Boot on".to_owned());
+    }
+    None
+}
+
+/// Signed modules only, on hosts that enforce signatures (Secure Boot machines).
+fn module_signature(h: &Host<'_>) -> Check {
+    const ID: &str = "module-signature";
+    const MAGIC: &str = "~Module signature appended~\n";
+    let enforced = signatures_enforced(h);
+    let file = installed_module(h);
+    let signed = file.as_deref().map(|f| {
+        if f.ends_with(".ko") {
+            h.root.read(f).map(|t| t.ends_with(MAGIC))
+        } else {
+            None // compressed: the signature sits inside
+        }
+    });
+    let fix = "sign the module: with dkms, name an enrolled MOK key in /etc/dkms/framework.conf \
+               (mok_signing_key, mok_certificate; enroll the certificate with \
+               mokutil --import and reboot) and rebuild; or sign it with the kernel's own key: \
+               /lib/modules/$(uname -r)/build/scripts/sign-file sha256 KEY CERT MODULE";
+    match (enforced, file, signed.flatten()) {
+        (Some(why), Some(f), Some(false)) => Check::new(
+            ID,
+            Verdict::Fail,
+            format!("the kernel enforces module signatures ({why}) and {f} is not signed"),
+        )
+        .fix(fix),
+        (Some(why), Some(f), Some(true)) => Check::new(
+            ID,
+            Verdict::Ok,
+            format!("the kernel enforces module signatures ({why}); {f} is signed"),
+        ),
+        (Some(why), Some(f), None) => Check::new(
+            ID,
+            Verdict::Warn,
+            format!(
+                "the kernel enforces module signatures ({why}); {f} is compressed, so its \
+                 signature cannot be checked here"
+            ),
+        )
+        .fix("check with: modinfo -F signer MODULE (empty: unsigned)"),
+        (Some(why), None, _) => Check::new(
+            ID,
+            Verdict::Warn,
+            format!(
+                "the kernel enforces module signatures ({why}); no installed peermem module \
+                 found under /lib/modules/<release>/{{updates,extra}}"
+            ),
+        )
+        .fix(fix),
+        (None, _, _) => Check::new(
+            ID,
+            Verdict::Ok,
+            "module signatures are not enforced (module.sig_enforce, lockdown, Secure Boot)",
+        ),
+    }
+}
+
+/// The loaded module's `persistent_api_support`: its sysfs parameter, else the
+/// `params` file in peermem's debugfs directory.
+fn persistent_api_support(h: &Host<'_>) -> Option<(String, String)> {
+    for m in [NATIVE, DROPIN] {
+        let path = format!("/sys/module/{m}/parameters/persistent_api_support");
+        if let Some(v) = h.root.read_trimmed(&path) {
+            return Some((v, path));
+        }
+    }
+    let path = format!("{DEBUGFS_DIR}/params");
+    let text = h.root.read(&path)?;
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == "persistent_api_support").then(|| (v.trim().to_owned(), path.clone()))
+    })
+}
+
+/// Callback mode has a lock cycle between nvidia.ko and the peer-memory core that no
+/// client can break (docs/pin-state-machine.md, "The hazard"): say so.
+fn pin_mode(h: &Host<'_>) -> Check {
+    const ID: &str = "pin-mode";
+    match persistent_api_support(h) {
+        None => Check::new(
+            ID,
+            Verdict::NotApplicable,
+            "no loaded peermem module shows its persistent_api_support",
+        ),
+        Some((v, path)) if v == "0" || v == "N" => Check::new(
+            ID,
+            Verdict::Warn,
+            format!(
+                "callback pins (persistent_api_support=0, from {path}): a registration racing \
+                 a free of the same GPU buffer can deadlock nvidia.ko (the peer-memory core \
+                 maps under its region lock while nvidia.ko runs the free callback under its \
+                 API lock, and the callback's invalidation waits for that region lock)"
+            ),
+        )
+        .fix("use the default persistent mode (persistent_api_support=1) unless the application needs invalidation; make applications deregister GPU buffers before freeing them"),
+        Some((v, path)) => Check::new(
+            ID,
+            Verdict::Ok,
+            format!("persistent pins (persistent_api_support={v}, from {path}): no free callbacks"),
+        ),
+    }
+}
+
+fn peermem_module(h: &Host<'_>) -> Check {
+    const ID: &str = "peermem-module";
+    let version = |m| {
+        h.module_version(m)
+            .unwrap_or_else(|| "(no version)".to_owned())
+    };
+    match h.client() {
+        Client::None => Check::new(ID, Verdict::Fail, "no peer-memory client module is loaded")
+            .fix("modprobe peermem (or modprobe nvidia-peermem for the drop-in build)"),
+        Client::Native => Check::new(
+            ID,
+            Verdict::Ok,
+            format!("peermem {} loaded{}", version(NATIVE), params(h, NATIVE)),
+        ),
+        Client::Dropin => Check::new(
+            ID,
+            Verdict::Ok,
+            format!(
+                "nvidia_peermem {} loaded: peermem's drop-in build{}",
+                version(DROPIN),
+                params(h, DROPIN)
+            ),
+        ),
+        Client::Nvidia { certain } => Check::new(
+            ID,
+            Verdict::Warn,
+            if certain {
+                format!(
+                    "nvidia_peermem {} loaded: NVIDIA's own module (its version is the driver's)",
+                    version(DROPIN)
+                )
+            } else {
+                format!(
+                    "nvidia_peermem {} loaded, and no {DEBUGFS_DIR}: probably NVIDIA's own \
+                     module (or debugfs is not mounted)",
+                    version(DROPIN)
+                )
+            },
+        )
+        .fix("to use peermem: rmmod nvidia_peermem && modprobe nvidia-peermem (peermem's drop-in, installed in extra/)"),
+        Client::Both => Check::new(
+            ID,
+            Verdict::Fail,
+            "both peermem and nvidia_peermem are loaded: they register the same client (nv_mem)",
+        )
+        .fix("unload one: rmmod peermem, or rmmod nvidia_peermem"),
+    }
+}
+
+fn app_detection(h: &Host<'_>) -> Check {
+    const ID: &str = "app-detection";
+    let found: Vec<&str> = DETECTION_PATHS
+        .iter()
+        .copied()
+        .filter(|p| h.root.exists(p))
+        .collect();
+    if !found.is_empty() {
+        return Check::new(
+            ID,
+            Verdict::Ok,
+            format!(
+                "applications detect GPUDirect RDMA through {}",
+                found.join(", ")
+            ),
+        );
+    }
+    if h.module(NATIVE) {
+        return Check::new(
+            ID,
+            Verdict::Warn,
+            "peermem is loaded but applications (NCCL, UCX, Open MPI) will not detect \
+             GPUDirect RDMA: no /sys/kernel/mm/memory_peers and no /sys/module/nvidia_peermem/version",
+        )
+        .fix("use the drop-in build: make dropin, install nvidia-peermem.ko, modprobe nvidia-peermem");
+    }
+    Check::new(
+        ID,
+        Verdict::Fail,
+        "applications will not detect GPUDirect RDMA: none of the memory_peers version \
+         files, nor /sys/module/nvidia_peermem/version, exists",
+    )
+    .fix("load the drop-in build: modprobe nvidia-peermem")
+}
+
+fn nvidia_driver(h: &Host<'_>) -> Check {
+    const ID: &str = "nvidia-driver";
+    if !h.module("nvidia") {
+        return Check::new(ID, Verdict::Fail, "nvidia.ko is not loaded")
+            .fix("install and load NVIDIA's open kernel modules (modprobe nvidia)");
+    }
+    let taint = h
+        .root
+        .read_trimmed("/sys/module/nvidia/taint")
+        .unwrap_or_default();
+    let nvrm = h
+        .root
+        .read("/proc/driver/nvidia/version")
+        .unwrap_or_default();
+    if taint.contains('P') {
+        return Check::new(
+            ID,
+            Verdict::Fail,
+            format!("nvidia.ko is the proprietary build (taint '{taint}' has P)"),
+        )
+        .fix("a Rust module cannot use the proprietary nvidia.ko: install NVIDIA's open kernel modules (nvidia-open / -m=kernel-open)");
+    }
+    let how = if nvrm.contains("Open Kernel Module") {
+        "open kernel modules (per /proc/driver/nvidia/version)".to_owned()
+    } else if taint.is_empty() {
+        "open or GPL-compatible build (no taint)".to_owned()
+    } else {
+        format!("open or GPL-compatible build (taint '{taint}', no P)")
+    };
+    Check::new(ID, Verdict::Ok, format!("nvidia.ko loaded: {how}"))
+}
+
+fn nvidia_version(h: &Host<'_>) -> Vec<Check> {
+    let Some((v, _)) = h.driver else {
+        let why = if h.module("nvidia") {
+            "the driver version is unknown (no /sys/module/nvidia/version, /proc/driver/nvidia/version or nvidia-smi)"
+        } else {
+            "no driver loaded"
+        };
+        return vec![
+            Check::new("driver-version", Verdict::NotApplicable, why),
+            Check::new("persistent-api", Verdict::NotApplicable, why),
+        ];
+    };
+    let version = if v.supported() {
+        Check::new(
+            "driver-version",
+            Verdict::Ok,
+            format!(
+                "driver {v}: page-table version {}.x, supported (515 and later)",
+                v.page_table_major()
+            ),
+        )
+    } else {
+        Check::new(
+            "driver-version",
+            Verdict::Fail,
+            format!("driver {v} is older than 515: its P2P structures are not supported"),
+        )
+        .fix("install NVIDIA's open kernel modules 535.14 or later (515 at the very least)")
+    };
+    let persistent = if v.has_persistent_api() {
+        Check::new(
+            "persistent-api",
+            Verdict::Ok,
+            format!("driver {v} has the persistent pin API (nvidia_p2p_get_pages_persistent)"),
+        )
+    } else if v.supported() {
+        Check::new(
+            "persistent-api",
+            Verdict::Warn,
+            format!(
+                "driver {v} has no persistent pin API (535.14 and later, or 525.105.17 up to \
+                 530): persistent pins use nvidia_p2p_get_pages with a NULL callback, and \
+                 unpinning after the owner freed the memory is unsafe on these drivers"
+            ),
+        )
+        .fix("upgrade the driver to 535.14 or later")
+    } else {
+        Check::new(
+            "persistent-api",
+            Verdict::NotApplicable,
+            format!("driver {v} is not supported"),
+        )
+    };
+    vec![version, persistent]
+}
+
+fn peer_memory_core(h: &Host<'_>) -> Check {
+    const ID: &str = "peer-memory-core";
+    let Some(_) = h.kallsyms else {
+        return Check::new(ID, Verdict::Warn, "cannot read /proc/kallsyms")
+            .fix("run peermem doctor as root");
+    };
+    match h.kallsyms_has("ib_register_peer_memory_client") {
+        Some(line) => {
+            let module = line
+                .split_whitespace()
+                .nth(3)
+                .map_or("built in".to_owned(), |m| format!("module {m}"));
+            Check::new(
+                ID,
+                Verdict::Ok,
+                format!("ib_register_peer_memory_client found ({module})"),
+            )
+        }
+        None if h.module("ib_core") => Check::new(
+            ID,
+            Verdict::Fail,
+            "ib_core is loaded but has no peer-memory core (no ib_register_peer_memory_client): \
+             it is the upstream kernel's, not MOFED/DOCA-OFED's",
+        )
+        .fix("install MOFED/DOCA-OFED (before building the GPU driver), or use dma-buf (ibv_reg_dmabuf_mr) on upstream kernels"),
+        None => Check::new(
+            ID,
+            Verdict::Fail,
+            "no peer-memory core: ib_core is not loaded and ib_register_peer_memory_client is absent",
+        )
+        .fix("install MOFED/DOCA-OFED and modprobe ib_core"),
+    }
+}
+
+fn iommu(h: &Host<'_>) -> Check {
+    const ID: &str = "iommu";
+    let units = h.root.list("/sys/class/iommu");
+    if units.is_empty() {
+        return Check::new(ID, Verdict::Ok, "no IOMMU: DMA addresses are bus addresses");
+    }
+    let cmdline = h.root.read("/proc/cmdline").unwrap_or_default();
+    let pt_cmdline = cmdline
+        .split_whitespace()
+        .any(|w| w == "iommu=pt" || w == "iommu.passthrough=1");
+    let groups = h.root.list("/sys/kernel/iommu_groups");
+    let types: Vec<String> = groups
+        .iter()
+        .filter_map(|g| {
+            h.root
+                .read_trimmed(&format!("/sys/kernel/iommu_groups/{g}/type"))
+        })
+        .collect();
+    let all_identity = !types.is_empty() && types.iter().all(|t| t == "identity");
+    if all_identity || (types.is_empty() && pt_cmdline) {
+        let how = if all_identity {
+            "every IOMMU group has type identity"
+        } else {
+            "iommu passthrough on the kernel command line"
+        };
+        return Check::new(
+            ID,
+            Verdict::Ok,
+            format!("IOMMU on ({}) in passthrough mode: {how}", units.join(", ")),
+        );
+    }
+    Check::new(
+        ID,
+        Verdict::Warn,
+        format!(
+            "IOMMU on ({}) and translating: DMA addresses are IOVAs; GPUDirect RDMA needs \
+             passthrough, or ACS/ATS set up so peer traffic is routed",
+            units.join(", ")
+        ),
+    )
+    .fix("boot with iommu=pt (or intel_iommu=on iommu=pt / amd_iommu=on iommu=pt), or configure ACS/ATS")
+}
+
+/// The free BAR1 below which pins are refused: the driver keeps 36 MiB in reserve.
+const BAR1_RESERVE_MIB: u64 = 36;
+
+fn smi_checks(h: &Host<'_>) -> Vec<Check> {
+    let Some(smi) = &h.smi else {
+        let why = "no GPU facts (neither NVML nor nvidia-smi answered, or --no-nvidia-smi)";
+        return ["bar1", "mig", "confidential-compute"]
+            .into_iter()
+            .map(|id| Check::new(id, Verdict::NotApplicable, why))
+            .collect();
+    };
+    if smi.gpus.is_empty() {
+        let why = "no GPU listed (by NVML or nvidia-smi)";
+        return ["bar1", "mig", "confidential-compute"]
+            .into_iter()
+            .map(|id| Check::new(id, Verdict::NotApplicable, why))
+            .collect();
+    }
+
+    // BAR1: the resource each pin spends (docs/abi.md 1.5).
+    let mut bar1 = Vec::new();
+    let mut bar1_verdict = Verdict::Ok;
+    for g in &smi.gpus {
+        let (Some(total), used, free) = (g.bar1_total_mib, g.bar1_used_mib, g.bar1_free_mib) else {
+            bar1.push(format!("{}: no BAR1 figures", g.bus_id));
+            continue;
+        };
+        let free = free.or_else(|| used.map(|u| total.saturating_sub(u)));
+        let mut line = format!("{}: BAR1 {total} MiB", g.bus_id);
+        if let Some(u) = used {
+            let _ = write!(line, ", {u} MiB used");
+        }
+        if let Some(f) = free {
+            let _ = write!(line, ", {f} MiB free");
+            if f <= BAR1_RESERVE_MIB + total / 10 {
+                bar1_verdict = Verdict::Warn;
+                line.push_str(" (nearly exhausted)");
+            }
+        }
+        if total <= 256 {
+            bar1_verdict = Verdict::Warn;
+            line.push_str(" (small BAR1: large registrations fail)");
+        }
+        bar1.push(line);
+    }
+    let mut bar1 = Check::new("bar1", bar1_verdict, bar1.join("; "));
+    if bar1.verdict == Verdict::Warn {
+        bar1 = bar1.fix(
+            "pins are refused with ENOMEM when BAR1 runs out: enable a large BAR1 / Resizable BAR, \
+             pin less, and watch refused_bar1_exhausted in `peermem status`",
+        );
+    }
+
+    let mig_on: Vec<&str> = smi
+        .gpus
+        .iter()
+        .filter(|g| g.mig_enabled())
+        .map(|g| g.bus_id.as_str())
+        .collect();
+    let mig = if !mig_on.is_empty() {
+        Check::new(
+            "mig",
+            Verdict::Warn,
+            format!("MIG enabled on {}", mig_on.join(", ")),
+        )
+        .fix("GPUDirect RDMA on MIG instances needs CUDA/driver support for the instance; disable MIG (nvidia-smi -mig 0) if registrations fail")
+    } else if smi.gpus.iter().any(|g| g.mig_current.is_some()) {
+        Check::new("mig", Verdict::Ok, "MIG disabled")
+    } else {
+        Check::new("mig", Verdict::NotApplicable, "no MIG mode reported")
+    };
+
+    let cc = if smi.cc_on() {
+        let persistent = [NATIVE, DROPIN].iter().find_map(|m| {
+            h.root.read_trimmed(&format!(
+                "/sys/module/{m}/parameters/persistent_api_support"
+            ))
+        });
+        if persistent.as_deref() == Some("0") {
+            Check::new(
+                "confidential-compute",
+                Verdict::Warn,
+                "confidential compute is on; peermem runs with persistent_api_support=0 (callback pins)",
+            )
+            .fix("callback pins only: persistent pins are not supported under confidential compute")
+        } else {
+            Check::new(
+                "confidential-compute",
+                Verdict::Fail,
+                "confidential compute is on: the persistent pin API is not supported",
+            )
+            .fix("load peermem with persistent_api_support=0 (modprobe peermem persistent_api_support=0), or turn confidential compute off")
+        }
+    } else if smi.cc_known() {
+        Check::new(
+            "confidential-compute",
+            Verdict::Ok,
+            "confidential compute off",
+        )
+    } else {
+        Check::new(
+            "confidential-compute",
+            Verdict::NotApplicable,
+            "no confidential-compute state reported",
+        )
+    };
+    vec![bar1, mig, cc]
+}
