@@ -14,11 +14,12 @@
 #   make check      rustfmt and clippy with the kernel's settings
 #   make cli-docs   manual pages and shell completions of peermem and bench-report (build/cli-docs)
 #   make fmt        format the module (kernel settings) and the host workspace
-#   make install    install the module and its modprobe/depmod snippets (DESTDIR, KVER)
+#   make install    install the module (Kbuild modules_install), its modprobe.d, depmod.d and
+#                   modules-load.d files, and the peermem tool (DESTDIR, PREFIX); make uninstall
 #   make toolchain  print the compiler variables handed to the kernel's make (KDIR)
 #
-# KDIR defaults to the project's dev kernel (built and cached by scripts/build-kernel);
-# any Rust-enabled kernel build tree works: make KDIR=/path/to/build
+# KDIR defaults to the running kernel's build tree (/lib/modules/$(uname -r)/build);
+# the test bed's scripts name their kernels: make KDIR=/path/to/build
 
 ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 # rustup's cargo and cargo-installed bindgen, also for shells that did not read a
@@ -26,34 +27,42 @@ ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 export PATH := $(PATH):$(HOME)/.cargo/bin
 # Where build outputs go (scripts building for another kernel variant pass their own).
 BUILD ?= $(ROOT)/build
-# Resolved lazily: only targets that need a kernel build it.
+# The project's dev kernel (built and cached by scripts/build-kernel), resolved lazily:
+# only the developer targets that name it build it (fmt).
 KDIR_DEV = $(shell $(ROOT)/scripts/build-kernel dev)
-KDIR ?=
-K = $(or $(KDIR),$(KDIR_DEV))
-# The toolchain the kernel was built with, handed to the kernel's make.
-# - No KDIR (the dev kernel): Debian's rustc-web and LLVM 19, which built it.
-# - KDIR given: scripts/kernel-toolchain reads $(KDIR)/.config and finds the rustc that
-#   prints its CONFIG_RUSTC_VERSION_TEXT and clang/ld.lld of its major version
-#   (LLVM=-NN, or LLVM=1); where one is not installed the build stops, naming it and
-#   the package that provides it. LLVM= and RUSTC= given on the command line or in the
-#   environment win (the rest is still found). CC and LD are always passed too (what
-#   LLVM implies, or the kernel's gcc): dkms appends CC=clang LD=ld.lld to its make
-#   command for clang-built kernels, names Debian's versioned packages lack, and
-#   values on the kernel's make command line win over those it inherits.
+# The kernel to build for: KDIR, else the running kernel's build tree. KVER (what
+# make install installs for) is KDIR's release, else the running kernel's.
 ifeq ($(KDIR),)
-LLVM ?= -19
-RUSTC ?= /usr/bin/rustc
-KMAKE_VARS = LLVM=$(LLVM) RUSTC=$(RUSTC) RUSTDOC=/usr/bin/rustdoc \
-	RUSTFMT=/usr/bin/rustfmt CLIPPY_DRIVER=/usr/bin/clippy-driver
+KVER ?= $(shell uname -r)
+KDIR := /lib/modules/$(KVER)/build
 else
+KVER ?= $(shell cat $(KDIR)/include/config/kernel.release 2>/dev/null)
+endif
+K = $(KDIR)
+# The toolchain the kernel was built with, handed to the kernel's make:
+# scripts/kernel-toolchain reads $(KDIR)/.config and finds the rustc that prints its
+# CONFIG_RUSTC_VERSION_TEXT and clang/ld.lld of its major version (LLVM=-NN, or
+# LLVM=1); where one is not installed the build stops, naming it and the package that
+# provides it. LLVM= and RUSTC= given on the command line or in the environment win
+# (the rest is still found). CC and LD are always passed too (what LLVM implies, or the
+# kernel's gcc): dkms appends CC=clang LD=ld.lld to its make command for clang-built
+# kernels, names Debian's versioned packages lack, and values on the kernel's make
+# command line win over those it inherits.
 given = $(if $(filter command line environment,$(origin $(1))),$(1)='$($(1))')
 # Run once, when a module target first needs it (make clean and install-dkms never
 # do).
 TOOLCHAIN = $(eval TOOLCHAIN := $$(shell env -u LLVM -u RUSTC $(call given,LLVM) \
 	$(call given,RUSTC) $(ROOT)/scripts/kernel-toolchain $(KDIR) || echo KERNEL-TOOLCHAIN-FAILED))$(TOOLCHAIN)
-KMAKE_VARS = $(if $(filter KERNEL-TOOLCHAIN-FAILED,$(TOOLCHAIN)),$(error \
-	no toolchain for the kernel at $(KDIR), see above),$(TOOLCHAIN))
-endif
+# A missing build tree, said before anything else is tried.
+NO_KDIR = no kernel build tree at $(K)$(if $(filter /lib/modules/%,$(K)), for the running \
+	kernel $(KVER): install its headers (Debian: linux-headers-$(KVER); Ubuntu: \
+	linux-headers-$(KVER) and linux-lib-rust-$(KVER))$(comma) or give KDIR= a kernel build \
+	tree,: give KDIR= a kernel build tree)
+comma := ,
+KMAKE_VARS = $(if $(wildcard $(K)/.config),,$(error $(NO_KDIR)))$(if $(filter \
+	KERNEL-TOOLCHAIN-FAILED,$(TOOLCHAIN)),$(error no toolchain for the kernel at $(KDIR), \
+	see above),$(TOOLCHAIN))
+
 export LIBCLANG_PATH ?= /usr/lib/llvm-19/lib
 # Module.symvers of nvidia.ko and of ib_core (the peer-memory core) to link against.
 # Empty by default: the test bed's fakes provide them (tests/fakes).
@@ -61,7 +70,7 @@ KBUILD_EXTRA_SYMBOLS ?=
 
 FORCE:
 .PHONY: FORCE all modules dropin toolchain setup kernel run test test-debug bench bench-publish check cli-docs fmt clean \
-	install install-dropin install-dkms install-dkms-dropin test-install
+	install install-dropin install-tool uninstall install-dkms install-dkms-dropin test-install
 
 all: modules
 
@@ -87,8 +96,7 @@ $(BUILD)/nvidia-peermem/nvidia-peermem.ko: FORCE
 	$(MAKE) -C $(K) M=$(ROOT) MO=$(@D) $(KMAKE_VARS) PEERMEM_DROPIN=1 \
 		KBUILD_EXTRA_SYMBOLS="$(KBUILD_EXTRA_SYMBOLS)" modules
 
-# The compilers a build against $(KDIR) uses (scripts/kernel-toolchain), or the dev
-# kernel's without KDIR.
+# The compilers a build against $(KDIR) uses (scripts/kernel-toolchain).
 toolchain:
 	@echo $(KMAKE_VARS)
 
@@ -120,17 +128,25 @@ cli-docs:
 
 # Formats the module with the kernel's rustfmt settings and the host workspace.
 fmt:
-	/usr/bin/rustfmt --edition 2021 --config-path $(K)/.rustfmt.toml $(ROOT)/src/peermem.rs
+	/usr/bin/rustfmt --edition 2021 --config-path $(KDIR_DEV)/.rustfmt.toml $(ROOT)/src/peermem.rs
 	cargo fmt --all
 
-# Install into $(DESTDIR)/lib/modules/$(KVER)/extra with the modprobe.d and depmod.d
-# snippets (docs/install.md); install-dkms lays out the dkms source tree of the peermem
-# package (peermem.ko), install-dkms-dropin that of peermem-dropin (nvidia-peermem.ko).
-KVER ?= $(shell uname -r)
-install: modules
-	DESTDIR=$(DESTDIR) KVER=$(KVER) $(ROOT)/scripts/install $(BUILD)/peermem/peermem.ko
-install-dropin: dropin
-	DESTDIR=$(DESTDIR) KVER=$(KVER) $(ROOT)/scripts/install $(BUILD)/nvidia-peermem/nvidia-peermem.ko
+# Install for $(KVER) (KDIR's kernel) through the kernel's Kbuild (modules_install into
+# extra/, signed where the kernel's or a Machine Owner Key is configured), with the
+# modprobe.d, depmod.d and modules-load.d files, and the peermem tool with its manual
+# pages and completions under $(PREFIX) (docs/install.md). uninstall removes all of
+# it. install-dkms lays out the dkms source tree of the peermem package (peermem.ko),
+# install-dkms-dropin that of peermem-dropin (nvidia-peermem.ko).
+PREFIX ?= /usr/local
+install: modules install-tool
+	DESTDIR=$(DESTDIR) $(ROOT)/scripts/install --kdir $(K) --kver $(KVER) $(BUILD)/peermem/peermem.ko
+install-dropin: dropin install-tool
+	DESTDIR=$(DESTDIR) $(ROOT)/scripts/install --kdir $(K) --kver $(KVER) $(BUILD)/nvidia-peermem/nvidia-peermem.ko
+install-tool:
+	DESTDIR=$(DESTDIR) PREFIX=$(PREFIX) $(ROOT)/scripts/install-tool
+uninstall:
+	DESTDIR=$(DESTDIR) $(ROOT)/scripts/install --uninstall --kver $(KVER)
+	DESTDIR=$(DESTDIR) PREFIX=$(PREFIX) $(ROOT)/scripts/install-tool --uninstall
 install-dkms:
 	DESTDIR=$(DESTDIR) $(ROOT)/scripts/install --dkms
 install-dkms-dropin:

@@ -14,10 +14,17 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 . "$ROOT/packaging/check-lib.sh"
 
-mkdir -p "$TMP/build"
-printf 'dummy peermem module\n' > "$TMP/build/peermem.ko"
-printf 'dummy drop-in module\n' > "$TMP/build/nvidia-peermem.ko"
-printf 'dummy\n' > "$TMP/build/other.ko"
+# Stand-in modules: ELF files whose .modinfo section is what modinfo reads (name,
+# author, vermagic), as in a real .ko.
+fake_ko() { # fake_ko FILE NAME AUTHOR VERMAGIC-RELEASE
+	printf 'name=%s\0author=%s\0vermagic=%s SMP preempt mod_unload \0' "$2" "$3" "$4" > "$TMP/modinfo.bin"
+	objcopy -I binary -O elf64-x86-64 --rename-section .data=.modinfo "$TMP/modinfo.bin" "$1"
+}
+mkdir -p "$TMP/build" "$TMP/other"
+fake_ko "$TMP/build/peermem.ko" peermem "peermem developers" "$KVER"
+fake_ko "$TMP/build/nvidia-peermem.ko" nvidia_peermem "peermem developers" "$KVER"
+fake_ko "$TMP/build/other.ko" other "someone" "$KVER"
+fake_ko "$TMP/other/peermem.ko" peermem "peermem developers" 7.0.0-34-generic
 
 # 1. Native module plus the dkms package.
 D=$TMP/dest1
@@ -49,7 +56,18 @@ check "drop-in in extra/ as nvidia-peermem.ko" cmp "$TMP/build/nvidia-peermem.ko
 check "no dkms tree without --dkms" test ! -e "$D/usr/src"
 check "snippets installed without --dkms" test -f "$D/etc/modprobe.d/peermem.conf" -a -f "$D/etc/depmod.d/peermem.conf"
 
+check "modules-load.d: the module loads at boot" test "$(grep -v '^#' "$D/etc/modules-load.d/peermem.conf")" = nvidia-peermem
+"$ROOT/scripts/install" --destdir "$TMP/dest2b" --kver "$KVER" --no-boot "$TMP/build/peermem.ko" >/dev/null 2>&1
+check "--no-boot: no modules-load.d entry" test -f "$TMP/dest2b/lib/modules/$KVER/extra/peermem.ko" -a ! -e "$TMP/dest2b/etc/modules-load.d/peermem.conf"
+
 # 3. Refusals.
+out=$(DESTDIR="$TMP/dest3" KVER=$KVER "$ROOT/scripts/install" "$TMP/other/peermem.ko" 2>&1)
+check "a module built for another kernel is refused" test $? -ne 0
+check "the vermagic refusal names both kernels" grep -qF "was built for kernel 7.0.0-34-generic, not $KVER" <<<"$out"
+mkdir -p "$TMP/bad"; printf 'not a module\n' > "$TMP/bad/peermem.ko"
+out=$(DESTDIR="$TMP/dest3" KVER=$KVER "$ROOT/scripts/install" "$TMP/bad/peermem.ko" 2>&1)
+check "a file that is no module is refused" test $? -ne 0
+check "the refusal says it has no vermagic" grep -qF "no vermagic (not a kernel module)" <<<"$out"
 check "missing module refused" bash -c "! DESTDIR='$TMP/dest3' KVER=$KVER '$ROOT/scripts/install' '$TMP/build/absent.ko'"
 check "wrong module name refused" bash -c "! DESTDIR='$TMP/dest3' KVER=$KVER '$ROOT/scripts/install' '$TMP/build/other.ko'"
 check "nothing to install refused" bash -c "! DESTDIR='$TMP/dest3' KVER=$KVER '$ROOT/scripts/install'"
@@ -118,6 +136,39 @@ conf=$(env -i PATH="$PATH" FIND_SYMVERS_ROOT="$F" ARCH=x86_64 bash -c '
 	echo "${MAKE[0]}"')
 check "drop-in dkms.conf: names and locations" test "$(head -1 <<<"$conf")" = "peermem-dropin|$VERSION|nvidia-peermem|build/nvidia-peermem/|/extra|yes"
 check "drop-in dkms.conf: MAKE builds the dropin target with the found symvers" test "$(tail -1 <<<"$conf")" = "make KDIR=/lib/modules/$KVER/build KBUILD_EXTRA_SYMBOLS='$F/usr/src/ofa_kernel/x86_64/$KVER/Module.symvers $F/usr/src/nvidia-580.65.06/Module.symvers' dropin"
+
+# 7. Signing with a Machine Owner Key: the kernel's sign-file (a stand-in recording its
+# arguments and appending the signature marker, as the real one appends a signature)
+# with the kernel's hash, only where a key is configured.
+D=$TMP/dest5
+mkdir -p "$D/lib/modules/$KVER/build/scripts" "$D/var/lib/shim-signed/mok"
+printf 'CONFIG_MODULE_SIG_HASH="sha256"\n' > "$D/lib/modules/$KVER/build/.config"
+cat > "$D/lib/modules/$KVER/build/scripts/sign-file" <<'SIGN'
+#!/bin/sh
+echo "$@" > "$(dirname "$0")/sign-file.args"
+printf '~Module signature appended~\n' >> "$4"
+SIGN
+chmod +x "$D/lib/modules/$KVER/build/scripts/sign-file"
+: > "$D/var/lib/shim-signed/mok/MOK.priv"; : > "$D/var/lib/shim-signed/mok/MOK.der"
+out=$("$ROOT/scripts/install" --destdir "$D" --kver "$KVER" "$TMP/build/peermem.ko" 2>&1)
+check "MOK: install exits 0" test $? -eq 0
+check "MOK: Ubuntu's MOK key signs the module with the kernel's hash" test \
+	"$(cat "$D/lib/modules/$KVER/build/scripts/sign-file.args")" = \
+	"sha256 $D/var/lib/shim-signed/mok/MOK.priv $D/var/lib/shim-signed/mok/MOK.der $D/lib/modules/$KVER/extra/peermem.ko"
+check "MOK: the installed module carries a signature" bash -c "tail -c 28 '$D/lib/modules/$KVER/extra/peermem.ko' | grep -q 'Module signature appended'"
+check "MOK: the build's own file is untouched" bash -c "! grep -q 'Module signature' '$TMP/build/peermem.ko'"
+check "no MOK: nothing signed" bash -c "! tail -c 28 '$TMP/dest1/lib/modules/$KVER/extra/peermem.ko' | grep -q 'signature appended'"
+
+# 8. Uninstall: everything install put there goes, a foreign nvidia-peermem.ko stays.
+D=$TMP/dest6
+"$ROOT/scripts/install" --destdir "$D" --kver "$KVER" --dkms "$TMP/build/peermem.ko" >/dev/null 2>&1
+fake_ko "$TMP/nvidia-own.ko" nvidia_peermem "NVIDIA" "$KVER"
+install -D -m 644 "$TMP/nvidia-own.ko" "$D/lib/modules/$KVER/extra/nvidia-peermem.ko"
+out=$("$ROOT/scripts/install" --uninstall --destdir "$D" --kver "$KVER" 2>&1)
+check "uninstall exits 0" test $? -eq 0
+left=$(cd "$D" && find . -type f | sort | tr '\n' ' ')
+check "uninstall leaves only the module that is not peermem's" test "$left" = "./lib/modules/$KVER/extra/nvidia-peermem.ko "
+check "uninstall says what it kept" grep -qF "kept $D/lib/modules/$KVER/extra/nvidia-peermem.ko (not peermem's)" <<<"$out"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

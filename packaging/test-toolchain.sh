@@ -180,8 +180,15 @@ has "make with a missing rustc: stops" "$out" "no toolchain for the kernel at $T
 out=$(mk "$deb" KDIR="$TMP/k/gcc12-no-rust"); rc=$?
 check "make for a kernel without Rust: fails" test "$rc" -ne 0
 has "make for a kernel without Rust: says so" "$out" "has no Rust support"
-expect "make toolchain without KDIR: the dev kernel's fixed set" "$(mk "$deb")" \
-	"LLVM=-19 RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc RUSTFMT=/usr/bin/rustfmt CLIPPY_DRIVER=/usr/bin/clippy-driver"
+# Without KDIR: the running kernel's build tree (a host's default), here under a
+# KVER whose tree does not exist, so the build stops naming the packages.
+out=$(mk "$deb" KVER=7.0.0-99-generic); rc=$?
+check "make toolchain without KDIR: fails when the running kernel has no build tree" test "$rc" -ne 0
+has "make toolchain without KDIR: names the running kernel's tree and packages" "$out" \
+	"no kernel build tree at /lib/modules/7.0.0-99-generic/build for the running kernel 7.0.0-99-generic: install its headers (Debian: linux-headers-7.0.0-99-generic; Ubuntu: linux-headers-7.0.0-99-generic and linux-lib-rust-7.0.0-99-generic), or give KDIR= a kernel build tree."
+out=$(mk "$deb" KDIR="$TMP/k/absent"); rc=$?
+check "make toolchain KDIR=absent: fails" test "$rc" -ne 0
+has "make toolchain KDIR=absent: says so" "$out" "no kernel build tree at $TMP/k/absent: give KDIR= a kernel build tree."
 
 # 7. The dev kernel's .config with the compilers installed here: what it was built with.
 . "$ROOT/scripts/kernel-env"
