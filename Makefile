@@ -16,6 +16,7 @@
 #   make fmt        format the module (kernel settings) and the host workspace
 #   make install    install the module (Kbuild modules_install), its modprobe.d, depmod.d and
 #                   modules-load.d files, and the peermem tool (DESTDIR, PREFIX); make uninstall
+#   make deb        Debian packages: peermem-dkms, peermem-dropin-dkms, peermem-tools (build/deb)
 #   make toolchain  print the compiler variables handed to the kernel's make (KDIR)
 #
 # KDIR defaults to the running kernel's build tree (/lib/modules/$(uname -r)/build);
@@ -70,7 +71,7 @@ KBUILD_EXTRA_SYMBOLS ?=
 
 FORCE:
 .PHONY: FORCE all modules dropin toolchain setup kernel run test test-debug bench bench-publish check cli-docs fmt clean \
-	install install-dropin install-tool uninstall install-dkms install-dkms-dropin test-install
+	install install-dropin install-tool uninstall install-dkms install-dkms-dropin deb test-install
 
 all: modules
 
@@ -151,6 +152,10 @@ install-dkms:
 	DESTDIR=$(DESTDIR) $(ROOT)/scripts/install --dkms
 install-dkms-dropin:
 	DESTDIR=$(DESTDIR) $(ROOT)/scripts/install --dkms --dropin
+# Debian/Ubuntu packages into $(BUILD)/deb: peermem-dkms, peermem-dropin-dkms (the
+# module's two names, built by dkms per kernel) and peermem-tools (scripts/deb).
+deb:
+	@$(ROOT)/scripts/deb $(BUILD)/deb
 test-install:
 	@$(ROOT)/packaging/test-install.sh
 

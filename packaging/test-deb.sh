@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0 OR MIT
+#
+# packaging/test-deb.sh KDIR STAGE: the Debian packages of `make deb` installed and
+# removed for real with dpkg, against the kernel build tree KDIR presented as
+# /lib/modules/<release>/build:
+#   - peermem-dropin-dkms and peermem-tools install; dkms status lists the module as
+#     installed for the kernel (its postinst built it, with the kernel's compilers);
+#     the module, the boot entry, the modprobe.d/depmod.d files, the tool, its manual
+#     pages and completions are where the packages say;
+#   - peermem-dkms is refused beside it (the two names conflict);
+#   - the installed /lib/modules tree and /etc files boot in the dev VM, where Debian's
+#     kmod loads the module from the boot entry as systemd-modules-load does, with its
+#     providers (tests/qemu/plans/deb.sh);
+#   - purging both removes the module from dkms and leaves no file of theirs.
+# dpkg and dkms run in a mount namespace of their own (unshare --mount) where /usr,
+# /etc and /var are overlays whose upper layers are in a temporary directory and
+# /usr/lib/modules and /var/lib/dkms are empty directories of it: the host's package
+# database and files do not change, which the last check verifies. STAGE: the
+# modules of scripts/build-modules (the fakes' Module.symvers are beside it, in
+# build/fakes). Needs root, dkms, dpkg-deb, unshare. Last line: "N passed, N failed".
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+VERSION=$(tr -d '[:space:]' < "$ROOT/VERSION")
+. "$ROOT/packaging/check-lib.sh"
+finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
+
+# ---------------------------------------------------------------- outside
+if [ -z "${PEERMEM_DEB_SCRATCH:-}" ]; then
+	kdir=$(cd "$1" && pwd -P) stage=$(cd "$2" && pwd -P)
+	build=$(dirname "$stage")
+	why=
+	[ "$(id -u)" = 0 ] || why="$why; not root"
+	for c in dkms dpkg-deb unshare; do command -v $c >/dev/null || why="$why; no $c"; done
+	[ -f "$build/fakes/ib_core/Module.symvers" ] || why="$why; no fakes in $build (scripts/build-modules)"
+	[ -z "$why" ] || { bad "prerequisites: ${why#; }"; finish; }
+	S=$(mktemp -d "${TMPDIR:-/tmp}/peermem-deb.XXXXXX")
+	trap 'rm -rf "$S"' EXIT
+	"$ROOT/scripts/deb" "$S/debs" >"$S/deb.log" 2>&1
+	check "make deb builds the three packages" test -f "$S/debs/peermem-dkms_${VERSION}_amd64.deb" \
+		-a -f "$S/debs/peermem-dropin-dkms_${VERSION}_amd64.deb" -a -f "$S/debs/peermem-tools_${VERSION}_amd64.deb"
+	host_state() {
+		local d
+		for d in /usr/lib/modules /usr/src /usr/sbin /usr/share/man/man1 /etc /var/lib/dkms /var/lib/dpkg/info; do
+			if [ -e "$d" ]; then find "$d" -maxdepth 2 -printf '%p %y %s %T@\n' 2>/dev/null | sort
+			else echo "$d absent"; fi
+		done
+		md5sum /var/lib/dpkg/status
+	}
+	before=$(host_state)
+	PEERMEM_DEB_SCRATCH=$S PEERMEM_OFA_SYMVERS=$build/fakes/ib_core/Module.symvers \
+		PEERMEM_NVIDIA_SYMVERS=$build/fakes/nvidia-default/Module.symvers \
+		unshare --mount --propagation private "$0" "$kdir" "$stage" | tee "$S/inner.out" |
+		grep -vE '^[0-9]+ passed, [0-9]+ failed$'
+	last=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$S/inner.out" | tail -n 1)
+	if [ -n "$last" ]; then
+		passed=$((passed + ${last%% *})); f=${last#*passed, }; failed=$((failed + ${f%% *}))
+	else
+		bad "the test in its mount namespace ended early"
+	fi
+	after=$(host_state)
+	if [ "$before" = "$after" ]; then ok "host: package database, /usr, /etc, dkms unchanged"
+	else bad "host: package database, /usr, /etc, dkms unchanged"; diff <(echo "$before") <(echo "$after") | head -20; fi
+
+	# The installed tree in the dev VM: kmod loads the module from the boot entry.
+	if [ -d "$S/installed/lib" ]; then
+		r=$S/rootfs
+		"$ROOT/scripts/kmod-rootfs" "$r" "$kdir" "$stage" >"$S/rootfs.log" 2>&1
+		cp -a "$S/installed/." "$r/"
+		"$ROOT/scripts/qemu-run" --kernel "$kdir" --plan "$ROOT/tests/qemu/plans/deb.sh" \
+			--log "$S/vm.log" --timeout "${PEERMEM_VM_TIMEOUT:-600}" --kunit-filter none \
+			--rootfs "$r" --file "$ROOT/VERSION" >/dev/null 2>&1
+		(cd "$ROOT" && cargo run --quiet -p ktap-summary -- --manifest tests/qemu/plans/deb.manifest \
+			--label deb "$S/vm.log") > "$S/summary.txt" 2>&1
+		grep -E '^(ok|not ok) ' "$S/summary.txt"
+		l=$(tail -n 1 "$S/summary.txt")
+		p=$(sed -nE 's/^deb: ([0-9]+) passed, ([0-9]+) failed.*/\1/p' <<<"$l")
+		f=$(sed -nE 's/^deb: ([0-9]+) passed, ([0-9]+) failed.*/\2/p' <<<"$l")
+		if [ -n "$p" ]; then passed=$((passed + p)); failed=$((failed + f))
+		else bad "the dev VM boot of the installed tree"; tail -n 20 "$S/vm.log"; fi
+	else
+		bad "no installed tree to boot"
+	fi
+	finish
+fi
+
+# ---------------------------------------------------------------- in the namespace
+S=$PEERMEM_DEB_SCRATCH
+kdir=$1
+kver=$(cat "$kdir/include/config/kernel.release")
+arch=$(uname -m)
+fatal() { bad "$1"; finish; }
+for d in /usr /etc /var; do
+	mkdir -p "$S/ovl$d/up" "$S/ovl$d/work"
+	mount -t overlay overlay -o "lowerdir=$d,upperdir=$S/ovl$d/up,workdir=$S/ovl$d/work" "$d" ||
+		fatal "namespace: overlay over $d"
+done
+mkdir -p "$S/modules" "$S/dkms" "$S/tmp" /usr/lib/modules /var/lib/dkms
+mount --bind "$S/modules" /usr/lib/modules && mount --bind "$S/dkms" /var/lib/dkms ||
+	fatal "namespace: bind mounts"
+export TMPDIR=$S/tmp
+mkdir -p "/lib/modules/$kver"
+ln -s "$kdir" "/lib/modules/$kver/build"
+export DEBIAN_FRONTEND=noninteractive
+
+D=$S/debs
+dpkg -i "$D/peermem-tools_${VERSION}_amd64.deb" "$D/peermem-dropin-dkms_${VERSION}_amd64.deb" >"$S/dpkg-i.log" 2>&1
+rc=$?
+check "dpkg -i peermem-tools peermem-dropin-dkms exits 0" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || tail -n 20 "$S/dpkg-i.log"
+check "dpkg: both installed" bash -c "dpkg-query -W -f='\${Status}\n' peermem-tools peermem-dropin-dkms | grep -c 'install ok installed' | grep -qx 2"
+st=$(dkms status "peermem-dropin/$VERSION" -k "$kver" 2>/dev/null)
+check "dkms status: installed for the kernel ($st)" test "$st" = "peermem-dropin/$VERSION, $kver, $arch: installed"
+ko=$(find "/lib/modules/$kver" -name 'nvidia-peermem.ko*' | head -n 1)
+check "the module is under /lib/modules/<release> ($ko)" test -n "$ko"
+check "it is the drop-in name" test "$(modinfo -F name "$ko" 2>/dev/null)" = nvidia_peermem
+check "its vermagic is the kernel's" test "$(modinfo -F vermagic "$ko" 2>/dev/null | awk '{print $1}')" = "$kver"
+mlog=$(find /var/lib/dkms/peermem-dropin -name make.log | head -n 1)
+check "dkms built it with the kernel's compilers ($mlog)" grep -qF -- "$("$ROOT/scripts/kernel-toolchain" "$kdir")" "$mlog"
+check "boot entry /etc/modules-load.d/peermem.conf: nvidia-peermem" \
+	test "$(grep -v '^#' /etc/modules-load.d/peermem.conf)" = nvidia-peermem
+check "modprobe.d and depmod.d files" test -f /etc/modprobe.d/peermem.conf -a -f /etc/depmod.d/peermem.conf
+check "the tool: /usr/sbin/peermem runs" /usr/sbin/peermem --version
+check "the manual pages" test -f /usr/share/man/man1/peermem.1.gz -a -f /usr/share/man/man1/peermem-doctor.1.gz
+check "bash, zsh and fish completions" test -f /usr/share/bash-completion/completions/peermem \
+	-a -f /usr/share/zsh/vendor-completions/_peermem -a -f /usr/share/fish/vendor_completions.d/peermem.fish
+dpkg -i "$D/peermem-dkms_${VERSION}_amd64.deb" >"$S/dpkg-conflict.log" 2>&1
+check "peermem-dkms beside peermem-dropin-dkms: refused" test $? -ne 0
+check "the refusal is the conflict" grep -q "conflicting packages" "$S/dpkg-conflict.log"
+# What the VM boots: the module tree and the /etc files, as installed.
+mkdir -p "$S/installed/etc"
+(cd / && cp -a --parents "lib/modules/$kver/updates" "$S/installed/") 2>/dev/null ||
+	(cd / && cp -a --parents "$(dirname "${ko#/}")" "$S/installed/")
+cp -a /etc/modules-load.d /etc/modprobe.d /etc/depmod.d "$S/installed/etc/"
+
+dpkg --purge peermem-dropin-dkms peermem-tools >"$S/dpkg-purge.log" 2>&1
+check "dpkg --purge exits 0" test $? -eq 0
+check "dkms knows the package no more" test -z "$(dkms status peermem-dropin 2>/dev/null)"
+left=$(find /lib/modules/"$kver" /usr/src /var/lib/dkms -name '*peermem*' 2>/dev/null)
+check "no module, source or dkms tree left ($left)" test -z "$left"
+check "no file of the packages left in /etc, /usr/sbin, /usr/share" bash -c \
+	"! ls /etc/modules-load.d/peermem.conf /etc/modprobe.d/peermem.conf /etc/depmod.d/peermem.conf /usr/sbin/peermem /usr/share/man/man1/peermem.1.gz /usr/share/doc/peermem-tools 2>/dev/null | grep -q ."
+finish
