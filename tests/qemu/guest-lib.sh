@@ -1,6 +1,6 @@
 # Helpers for the plans the guest runs (tests/qemu/plans/*.sh), sourced by init.
 # A failure is printed as a PEERMEM-FAIL line, a scenario assertion as a
-# PEERMEM-CHECK line; scripts/ktap-summary reads both.
+# PEERMEM-CHECK line; tools/ktap-summary reads both.
 
 # load MODULE [PARAM=VALUE]...: insmod /peermem/MODULE.ko; a failure is a test failure.
 load() {

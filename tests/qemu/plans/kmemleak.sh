@@ -23,7 +23,7 @@
 #   nothing_leaked_after_faults     the same two scans after the fault-injection suite
 #
 # The report itself is never printed on success: its "unreferenced object 0x" lines
-# are a kernel report to scripts/ktap-summary. A failed nothing_leaked check prints it
+# are a kernel report to tools/ktap-summary. A failed nothing_leaked check prints it
 # (as check's "    # " lines), which also fails the run as a report.
 KL=/sys/kernel/debug/kmemleak
 KLS=peermem_debug_leaks
