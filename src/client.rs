@@ -157,6 +157,11 @@ impl Client {
             .registry
             .insert(pin.space(), Mode::Callback, pin.clone())
             .map_err(|_| PinError::NoMemory)?;
+        // The window between taking the table and recording the link: a free callback
+        // running here finds no id and leaves the unlink to `linked` below. Test builds
+        // park here on demand (`race_free_before_the_pin_is_linked`).
+        #[cfg(peermem_kunit)]
+        crate::glue::test_pause_before_link();
         if !pin.linked(&key) {
             // Freed before its key was known to the callback: unlink here.
             drop(c.pins.unlink(&key));

@@ -12,6 +12,7 @@
  * - The module parameters, readable in /sys/module/<name>/parameters/ (the kernel
  *   crate's parameters are not shown in sysfs), validated by the Rust side at init.
  * - Per-reason rate limits for refusal messages (the kernel crate has none).
+ * - Test builds only (PEERMEM_KUNIT): the module's own pause points.
  */
 #include <linux/dma-mapping.h>
 #include <linux/module.h>
@@ -138,3 +139,23 @@ void peermem_module_put(void)
 {
 	module_put(THIS_MODULE);
 }
+
+#ifdef PEERMEM_KUNIT
+/*
+ * Test builds only (PEERMEM_KUNIT, the test bed's scripts/build-modules): pause points
+ * inside peermem, kept in the fake nvidia.ko's table of points
+ * (tests/fakes/include/fake_nvidia.h) so that the client suites arm, wait for and
+ * release them like the driver's. A weak reference: over another nvidia.ko the point
+ * is a no-op. A production build has neither the reference nor the calls.
+ */
+#include "fake_nvidia.h"
+
+extern __typeof__(fake_nv_client_pause) fake_nv_client_pause __weak;
+
+void peermem_test_pause_before_link(void);
+void peermem_test_pause_before_link(void)
+{
+	if (fake_nv_client_pause)
+		fake_nv_client_pause(FAKE_NV_PAUSE_CLIENT_BEFORE_LINK);
+}
+#endif

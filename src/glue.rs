@@ -59,6 +59,23 @@ pub(crate) fn ratelimit(kind: u32) -> bool {
     unsafe { bindings::peermem_ratelimit(kind) != 0 }
 }
 
+/// Test builds only: the pause point between a callback pin's link into the registry
+/// and the record of its id (`Client::pin`), where a client suite may park the
+/// registering thread while a free callback runs (the fake nvidia.ko's
+/// `FAKE_NV_PAUSE_CLIENT_BEFORE_LINK`). Counts a hit; returns at once unless armed.
+#[cfg(peermem_kunit)]
+pub(crate) fn test_pause_before_link() {
+    // The C glue's test-only function (src/glue.c, built with PEERMEM_KUNIT), not in
+    // the generated bindings, which describe the production build.
+    unsafe extern "C" {
+        fn peermem_test_pause_before_link();
+    }
+    // SAFETY: the function takes no argument and touches nothing of the caller's; it
+    // may sleep, and is called only from process context with no lock held
+    // (`Client::pin`, in the core's acquire).
+    unsafe { peermem_test_pause_before_link() };
+}
+
 /// A reference on this module, dropped with the guard.
 ///
 /// Held by every live registration, by a callback pin left to its free callback

@@ -24,8 +24,13 @@
 #include <linux/delay.h>
 #include <linux/device.h>
 #include <linux/err.h>
+#include <linux/fs.h>
 #include <linux/kthread.h>
+#include <linux/seq_file.h>
 #include <linux/sizes.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+#include <linux/uio.h>
 
 #include "fake_ib_core.h"
 #include "fake_nvidia.h"
@@ -123,6 +128,50 @@ static noinline u64 nv_mem_stat(size_t off)
 }
 
 #define NV_MEM_STAT(field) nv_mem_stat(offsetof(struct fake_core_client_stats, field))
+
+/*
+ * A counter of peermem's own, from its debugfs `stats` file ("name value" lines), or
+ * U64_MAX if it cannot be read: what peermem still holds, where the fakes cannot see
+ * it (a pin left in its registry after its callback ran holds nothing of the driver's).
+ * The file is opened by suite_init, in the context of the insmod that loads the suite
+ * (a test case runs in a kthread, whose root is not the guest's), and read from the
+ * start each time through seq_read_iter (it has a plain .read, which kernel_read does
+ * not take). peermem stays loaded while the suite runs.
+ */
+static struct file *peermem_stats;
+
+static noinline u64 peermem_stat(const char *name)
+{
+	size_t len = strlen(name);
+	struct iov_iter iter;
+	struct kiocb kiocb;
+	struct kvec kv;
+	u64 v = U64_MAX;
+	const char *l;
+	ssize_t n;
+	char *buf;
+
+	if (!peermem_stats)
+		return U64_MAX;
+	buf = kzalloc(PAGE_SIZE, GFP_KERNEL);
+	if (!buf)
+		return U64_MAX;
+	kv.iov_base = buf;
+	kv.iov_len = PAGE_SIZE - 1;
+	init_sync_kiocb(&kiocb, peermem_stats);
+	kiocb.ki_pos = 0;
+	iov_iter_kvec(&iter, ITER_DEST, &kv, 1, kv.iov_len);
+	n = seq_read_iter(&kiocb, &iter);
+	for (l = buf; n > 0 && l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+		if (!strncmp(l, name, len) && l[len] == ' ') {
+			if (sscanf(l + len + 1, "%llu", &v) != 1)
+				v = U64_MAX;
+			break;
+		}
+	}
+	kfree(buf);
+	return v;
+}
 
 /*
  * The DMA address of byte @off of @mr (a registration on the HCA) is what nvidia.ko's
@@ -398,9 +447,11 @@ static void software_rdma_device_is_refused(struct kunit *test)
 {
 	struct device *sw;
 	struct fake_mr *mr;
+	u64 refused = peermem_stat("refused_not_pci");
 	struct env e;
 	u64 va;
 
+	KUNIT_ASSERT_NE_MSG(test, refused, U64_MAX, "peermem's debugfs stats unreadable");
 	env_begin(test, &e);
 	va = env_buffer(&e, SZ_1M);
 	sw = root_device_register("peermem_test_rxe");
@@ -410,6 +461,12 @@ static void software_rdma_device_is_refused(struct kunit *test)
 	if (!IS_ERR(mr))
 		fake_core_dereg_mr(mr);
 	root_device_unregister(sw);
+	/*
+	 * Refused before nvidia_p2p_dma_map_pages, which takes the peer as a pci_dev
+	 * unchecked: the fake counts a non-PCI peer as NOT_PCI_PEER (env_end checks that
+	 * no violation was counted).
+	 */
+	KUNIT_EXPECT_EQ(test, peermem_stat("refused_not_pci"), refused + 1);
 	env_end(&e);
 }
 
@@ -1023,6 +1080,27 @@ static void race_free_before_get_pages_returns(struct kunit *test)
 	race_free_while_parked(test, &get_pages_done);
 }
 
+/*
+ * The memory is freed while peermem has linked a new callback pin into its registry
+ * and not yet recorded the link (peermem's test-build pause point in the window
+ * between adopting the driver's table and the link, docs/pin-state-machine.md): the
+ * callback finds no id to unlink, so the registering thread must unlink the freed
+ * pin. The registration fails EFAULT and peermem holds no pin afterwards (the fakes
+ * cannot see one left in the registry: the callback freed the driver's side).
+ */
+static void race_free_before_the_pin_is_linked(struct kunit *test)
+{
+	static const struct pause_at before_link = {
+		nv_arm, nv_wait, nv_release, nv_hits, FAKE_NV_PAUSE_CLIENT_BEFORE_LINK,
+	};
+	u64 pins_now = peermem_stat("pins_now");
+
+	KUNIT_ASSERT_NE_MSG(test, pins_now, U64_MAX, "peermem's debugfs stats unreadable");
+	race_free_while_parked(test, &before_link);
+	KUNIT_EXPECT_EQ_MSG(test, peermem_stat("pins_now"), pins_now,
+			    "a freed pin is left in peermem's registry");
+}
+
 static void orch_dereg_in_invalidate(struct job *j)
 {
 	struct race *r = j->ctx;
@@ -1322,6 +1400,7 @@ static struct kunit_case peermem_client_cases[] = {
 	KUNIT_CASE(race_free_while_another_registration_is_in_dma_map),
 	KUNIT_CASE(race_free_between_acquire_and_get_pages),
 	KUNIT_CASE(race_free_before_get_pages_returns),
+	KUNIT_CASE(race_free_before_the_pin_is_linked),
 	KUNIT_CASE(race_deregistration_while_callback_is_in_invalidate),
 	KUNIT_CASE_SLOW(race_free_against_deregistration_rounds),
 	KUNIT_CASE(deregistration_from_another_process_keeps_the_pin),
@@ -1338,8 +1417,25 @@ static struct kunit_case peermem_client_cases[] = {
 	{}
 };
 
+static int suite_init(struct kunit_suite *suite)
+{
+	struct file *f = filp_open("/sys/kernel/debug/peermem/stats", O_RDONLY, 0);
+
+	peermem_stats = IS_ERR(f) ? NULL : f;
+	return 0;
+}
+
+static void suite_exit(struct kunit_suite *suite)
+{
+	if (peermem_stats)
+		filp_close(peermem_stats, NULL);
+	peermem_stats = NULL;
+}
+
 static struct kunit_suite peermem_client_suite = {
 	.name = PEERMEM_TEST_SUITE,
+	.suite_init = suite_init,
+	.suite_exit = suite_exit,
 	.test_cases = peermem_client_cases,
 };
 kunit_test_suite(peermem_client_suite);

@@ -51,7 +51,7 @@ module_param(seed, ullong, 0444);
 MODULE_PARM_DESC(seed, "seed of the randomized model suites (0: random, printed)");
 
 #define MP64K ((u64)SZ_64K)
-#define M_OPS 3000
+#define M_OPS 5000
 #define M_NPROC 3
 #define M_NALLOC 3
 #define M_MAXREG 40

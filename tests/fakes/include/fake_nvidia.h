@@ -107,6 +107,14 @@ enum fake_nv_pause_point {
 	FAKE_NV_PAUSE_GET_PAGES,	/* inside get_pages (both kinds), driver lock held */
 	FAKE_NV_PAUSE_GET_PAGES_DONE,	/* get_pages pinned, callback armed, lock dropped,
 					 * not returned: a free may run the callback first */
+	/*
+	 * Points inside a client, kept here so that tests arm them like the driver's: a
+	 * client's test build calls fake_nv_client_pause(). peermem's KUnit build
+	 * (PEERMEM_KUNIT) has one; its production build references none.
+	 */
+	FAKE_NV_PAUSE_CLIENT_BEFORE_LINK, /* peermem: a callback pin has its page table and
+					   * is in the registry, its id not yet recorded (the
+					   * window between adopting the table and the link) */
 	FAKE_NV_PAUSE_COUNT,
 };
 void fake_nv_pause_arm(enum fake_nv_pause_point pt);
@@ -115,6 +123,8 @@ int fake_nv_pause_wait(enum fake_nv_pause_point pt, unsigned int timeout_ms);
 /* Releases the parked thread (if any) and disarms the point. */
 void fake_nv_pause_release(enum fake_nv_pause_point pt);
 u64 fake_nv_pause_hits(enum fake_nv_pause_point pt);
+/* A client's own pause point (FAKE_NV_PAUSE_CLIENT_*): counts the hit, parks if armed. */
+void fake_nv_client_pause(enum fake_nv_pause_point pt);
 
 /* Contract violations the fake detects; each is counted and printed by name. */
 enum fake_nv_violation {
@@ -138,6 +148,11 @@ enum fake_nv_violation {
 	FAKE_NV_V_CALL_IN_CALLBACK,		/* get_pages or dma_map_pages from inside the free
 						 * callback (nvidia.ko answers -EIO: its API lock is
 						 * held there) */
+	FAKE_NV_V_NOT_PCI_PEER,			/* dma_map_pages with a peer that is not a PCI
+						 * function (to_pci_dev of another struct device):
+						 * nvidia.ko reads the peer's pci_dev fields
+						 * unchecked (docs/abi.md 1.1); the fake answers
+						 * -EINVAL without reading them */
 	FAKE_NV_V_COUNT,
 };
 /* The name printed and shown in debugfs, e.g. "PUT_IN_CALLBACK"; "?" if out of range. */

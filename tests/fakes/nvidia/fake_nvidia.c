@@ -220,6 +220,7 @@ static const char *const violation_names[FAKE_NV_V_COUNT] = {
 	[FAKE_NV_V_DOUBLE_UNMAP] = "DOUBLE_UNMAP",
 	[FAKE_NV_V_PUT_AFTER_FREE] = "PUT_AFTER_FREE",
 	[FAKE_NV_V_CALL_IN_CALLBACK] = "CALL_IN_CALLBACK",
+	[FAKE_NV_V_NOT_PCI_PEER] = "NOT_PCI_PEER",
 };
 
 const char *fake_nv_violation_name(enum fake_nv_violation v)
@@ -322,6 +323,13 @@ u64 fake_nv_pause_hits(enum fake_nv_pause_point pt)
 	return fake_pause_hits(&pauses[pt]);
 }
 EXPORT_SYMBOL_GPL(fake_nv_pause_hits);
+
+void fake_nv_client_pause(enum fake_nv_pause_point pt)
+{
+	if (pt >= FAKE_NV_PAUSE_CLIENT_BEFORE_LINK && pt < FAKE_NV_PAUSE_COUNT)
+		pause_point(pt);
+}
+EXPORT_SYMBOL_GPL(fake_nv_client_pause);
 
 /* ------------------------------------------------------------------------- */
 /* Config, injection */
@@ -1047,6 +1055,18 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer, struct nvidia_p2p_page_table 
 
 	if (!peer || !page_table || !dma_mapping)
 		return -EINVAL;	/* checked first, as nvidia.ko does */
+	if (!dev_is_pci(&peer->dev)) {
+		/*
+		 * A client's to_pci_dev() of a device that is not a PCI function (a software
+		 * RDMA device): nvidia.ko takes the peer as a pci_dev unchecked and reads its
+		 * DMA mask from the bytes after the struct device (docs/abi.md 1.1, 1.6). The
+		 * fake reads nothing of it: counted, -EINVAL.
+		 */
+		violation(FAKE_NV_V_NOT_PCI_PEER, _RET_IP_,
+			  "dma_map_pages with a peer that is not a PCI function (%s, table %px)",
+			  dev_name(&peer->dev), page_table);
+		return -EINVAL;
+	}
 	if (READ_ONCE(cb_task) == current) {
 		/* nvidia.ko cannot take its API lock again there: -EIO (docs/abi.md 1.4). */
 		violation(FAKE_NV_V_CALL_IN_CALLBACK, _RET_IP_,

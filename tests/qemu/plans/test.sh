@@ -30,6 +30,10 @@ pm_counter() { counter /sys/kernel/debug/peermem/stats "$1"; }
 model_refusals() { dmesg | sed -n "s/.*peermem_model_persistent refusals: .*$1=\([0-9]*\).*/\1/p" | tail -n 1; }
 check $S refusal_bar1_counted equals $((3 + $(model_refusals refused_bar1_exhausted))) pm_counter refused_bar1_exhausted
 check $S refusal_not_pci_counted equals 1 pm_counter refused_not_pci
+# ... with one rate-limited line, before any call into nvidia.ko (which would take the
+# software device as a pci_dev unchecked: the fake counts that as NOT_PCI_PEER).
+not_pci_lines() { dmesg | grep -c 'refused registration of .*: the RDMA device is not a PCI function'; }
+check $S refusal_not_pci_logged equals 1 not_pci_lines
 check $S refusal_dma_map_counted equals 1 pm_counter refused_dma_map_failed
 check $S refusal_bad_range_counted equals 1 pm_counter refused_bad_range
 # A pin failure other than BAR1 exhaustion is counted under its own reason (the
