@@ -40,11 +40,16 @@ fn the_list_is_releases_oldest_first() {
     let parsed: Vec<(u32, u32)> = list
         .iter()
         .map(|r| {
-            let (a, b) = r.split_once('.').unwrap_or_else(|| panic!("{r}: not VERSION.PATCHLEVEL"));
+            let (a, b) = r
+                .split_once('.')
+                .unwrap_or_else(|| panic!("{r}: not VERSION.PATCHLEVEL"));
             (a.parse().expect("VERSION"), b.parse().expect("PATCHLEVEL"))
         })
         .collect();
-    assert!(parsed.windows(2).all(|w| w[0] < w[1]), "not oldest first: {list:?}");
+    assert!(
+        parsed.windows(2).all(|w| w[0] < w[1]),
+        "not oldest first: {list:?}"
+    );
 }
 
 #[test]
@@ -79,12 +84,21 @@ fn the_test_bed_builds_only_supported_releases() {
         .find(|l| l.starts_with("PEERMEM_KERNEL_RELEASES=("))
         .expect("scripts/kernel-env sets PEERMEM_KERNEL_RELEASES");
     let list = supported();
-    let inner = line.trim_start_matches("PEERMEM_KERNEL_RELEASES=(").trim_end_matches(')');
+    let inner = line
+        .trim_start_matches("PEERMEM_KERNEL_RELEASES=(")
+        .trim_end_matches(')');
     for rel in inner.split_whitespace() {
-        assert!(list.iter().any(|s| s == rel), "the test bed builds {rel}, not in SUPPORTED_KERNELS");
+        assert!(
+            list.iter().any(|s| s == rel),
+            "the test bed builds {rel}, not in SUPPORTED_KERNELS"
+        );
     }
     // The oldest supported release is the one the hosts run: the test bed builds it.
-    assert!(inner.split_whitespace().any(|r| r == list[0]), "the test bed does not build {}", list[0]);
+    assert!(
+        inner.split_whitespace().any(|r| r == list[0]),
+        "the test bed does not build {}",
+        list[0]
+    );
 }
 
 /// Every file of the module's source under `dir`.
@@ -93,7 +107,10 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
         let p = e.expect("a directory entry").path();
         if p.is_dir() {
             sources(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs" || x == "c" || x == "h") {
+        } else if p
+            .extension()
+            .is_some_and(|x| x == "rs" || x == "c" || x == "h")
+        {
             out.push(p);
         }
     }
@@ -109,7 +126,11 @@ fn no_version_test_outside_compat() {
     for f in files.iter().filter(|f| !f.ends_with("src/compat.rs")) {
         let text = fs::read_to_string(f).expect("a source file is readable");
         for t in tests {
-            assert!(!text.contains(t), "{}: a kernel version test ({t}) outside src/compat.rs", f.display());
+            assert!(
+                !text.contains(t),
+                "{}: a kernel version test ({t}) outside src/compat.rs",
+                f.display()
+            );
         }
     }
 }
