@@ -37,9 +37,8 @@ mod shared_pin;
 mod user;
 
 use sg::sg_entries;
-use shared_pin::PinUsers;
-pub(crate) use shared_pin::SharedPin;
-use user::User;
+pub(crate) use user::SharedPin;
+use user::{Mapping, PinUsers, User};
 
 /// This module's live pins: callback pins in the registry, where registrations they
 /// cover find them; persistent pins, which are never shared, only listed, through the
@@ -248,7 +247,7 @@ impl Client {
 
     /// Drops a registration's DMA mapping (which unmaps) and frees its SG list, taken
     /// out of its state.
-    fn drop_mapped(&self, (mapping, sg): (Option<shared_pin::Mapping>, Option<(SgHead, SgList)>)) {
+    fn drop_mapped(&self, (mapping, sg): (Option<Mapping>, Option<(SgHead, SgList)>)) {
         drop(mapping);
         if let Some((mut head, list)) = sg {
             head.uninstall(&list);

@@ -8,8 +8,9 @@ use kernel::sync::Arc;
 use crate::{
     client::{Client, Pins},
     debugfs::{Debugfs, Params},
+    foreign::MissingSymbol,
     glue,
-    nv_p2p::{MissingSymbol, NvP2p},
+    nv_p2p::NvP2p,
     peer_mem::{ClientKind, PeerCore, Registration},
     registry::Mode,
     stats::Stats,

@@ -42,7 +42,7 @@ use kernel::{
     sync::{aref::ARef, CondVar},
 };
 
-use crate::bindings;
+use crate::{bindings, foreign::MissingSymbol};
 
 mod abi;
 mod mapping;
@@ -50,9 +50,12 @@ mod pin;
 #[cfg(peermem_kunit)]
 mod tests;
 
-pub(crate) use abi::driver_result;
 pub(crate) use mapping::DmaMapping;
 pub(crate) use pin::{FreeHandler, GpuPin, PinIdentity};
+
+/// The rate-limit kind of the "pin released outside its process" message (after the
+/// refusal reasons, which use their own values: `stats::Refusal`).
+const ORPHAN_RATELIMIT: u32 = 16;
 
 /// Why a pin failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,10 +178,6 @@ pub(crate) struct NvP2p {
     #[pin]
     idle: CondVar,
 }
-
-/// The first missing nvidia.ko function, by name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct MissingSymbol(pub(crate) &'static str);
 
 /// A function the module cannot work without, or the name it is missing by.
 fn required<F>(f: Option<F>, name: &'static str) -> Result<F, MissingSymbol> {

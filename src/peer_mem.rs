@@ -21,7 +21,11 @@ use kernel::{
     types::ForeignOwnable,
 };
 
-use crate::{bindings, device::PciFunction, nv_p2p::MissingSymbol};
+use crate::{
+    bindings,
+    device::PciFunction,
+    foreign::{driver_result, MissingSymbol},
+};
 
 mod registration;
 mod sg;
@@ -162,6 +166,6 @@ impl Invalidator {
         // SAFETY: `func` and `handle` are valid while a region exists (type invariant,
         // and the caller holds an unreleased context); the core ignores stale ids.
         let ret = unsafe { (self.func)(self.handle.as_ptr(), core_context) };
-        crate::nv_p2p::driver_result(ret)
+        driver_result(ret)
     }
 }

@@ -33,10 +33,6 @@ pub(crate) enum Refusal {
 /// How many refusal reasons there are.
 pub(crate) const REFUSALS: usize = 7;
 
-/// The rate-limit kind of the "pin released outside its process" message (after the
-/// refusal reasons, which use their own values).
-pub(crate) const ORPHAN_RATELIMIT: u32 = 16;
-
 impl Refusal {
     /// Every reason, in counter order.
     pub(crate) const ALL: [Refusal; REFUSALS] = [

@@ -11,12 +11,39 @@ use kernel::{
     sync::SpinLock,
 };
 
-use super::{shared_pin::Mapping, ClientShared, SharedPin};
+use super::{
+    shared_pin::{self, PinUser},
+    ClientShared,
+};
 use crate::{
     glue::ModuleRef,
     peer_mem::{ClientKind, SgHead, SgList},
     range::{GpuRange, Span},
 };
+
+/// A pin shared by registrations.
+pub(crate) type SharedPin = shared_pin::SharedPin<User>;
+
+/// The client's record in a pin: its registry id and its registrations.
+pub(super) type PinUsers = shared_pin::PinUsers<User>;
+
+/// A DMA mapping of a registration's pin.
+pub(super) type Mapping = shared_pin::Mapping<User>;
+
+// A registry node holds the handle in place: one pointer, so the node fits a 64-byte
+// allocation (`registry::NODE_BYTES`).
+const _: () = assert!(
+    size_of::<SharedPin>() == size_of::<usize>(),
+    "SharedPin must be one pointer"
+);
+
+// The pin's record with its `Arc` count fits a 192-byte allocation, with the locks as
+// production kernels lay them out (lock debugging makes every mutex larger).
+#[cfg(not(any(CONFIG_DEBUG_LOCK_ALLOC, CONFIG_DEBUG_MUTEXES, CONFIG_DEBUG_SPINLOCK)))]
+const _: () = assert!(
+    crate::nv_p2p::GpuPin::<PinUsers>::RECORD_BYTES <= 184,
+    "a pin's record must fit a 192-byte allocation"
+);
 
 /// No core_context yet (`get_pages` not called).
 pub(super) const NO_CONTEXT: u64 = u64::MAX;
@@ -89,6 +116,12 @@ pub(super) struct UserState {
     waiting: bool,
 }
 
+impl PinUser for User {
+    fn on_pin_freed(&self, pin: &PinUsers) {
+        self.invalidate(&pin.client);
+    }
+}
+
 impl User {
     /// A registration of `span` using `pin`, or claimed with the error its pin failed
     /// with.
@@ -147,7 +180,7 @@ impl User {
 
     /// Invalidates the registration through the core (from the free callback of the
     /// pin of client `c`): once, and never after its release.
-    pub(super) fn invalidate(&self, c: &ClientShared) {
+    fn invalidate(&self, c: &ClientShared) {
         let cc = self.core_context.load(Ordering::Acquire);
         if cc == NO_CONTEXT {
             // Not past get_pages: it sees the pin dead and fails.

@@ -5,10 +5,10 @@
 use kernel::{prelude::*, sync::Arc};
 
 use super::{
-    abi::{dma_addresses, driver_result},
+    abi::dma_addresses,
     pin::{FreeHandler, GpuPin, Phase, PinShared, Raw},
 };
-use crate::{bindings, device::PciFunction};
+use crate::{bindings, device::PciFunction, foreign::driver_result};
 
 impl<T: FreeHandler> GpuPin<T> {
     /// Maps the pinned range for DMA by `peer`, and hands the DMA address of each

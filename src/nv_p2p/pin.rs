@@ -11,11 +11,8 @@ use kernel::{
     sync::{Arc, ArcBorrow, Mutex, MutexGuard},
 };
 
-use super::{
-    abi::{check_page_table, driver_result},
-    NvP2p, Owner, PinError,
-};
-use crate::{bindings, glue::ModuleRef, range::GpuRange};
+use super::{abi::check_page_table, NvP2p, Owner, PinError, ORPHAN_RATELIMIT};
+use crate::{bindings, foreign::driver_result, glue::ModuleRef, range::GpuRange};
 
 impl NvP2p {
     /// Pins `range` with a free callback: `handler` runs if the owning process frees
@@ -616,7 +613,7 @@ impl<T: FreeHandler> GpuPin<T> {
                 st.phase = Phase::Orphaned;
                 st.orphan = Some(ModuleRef::new());
                 drop(st);
-                if crate::glue::ratelimit(crate::stats::ORPHAN_RATELIMIT) {
+                if crate::glue::ratelimit(ORPHAN_RATELIMIT) {
                     pr_info!(
                         "GPU pin {:#x}+{:#x} released outside its process (tgid {}): it stays until that process frees the memory or exits\n",
                         s.range.start(),

@@ -8,7 +8,10 @@ use super::{
     pin::{Mappings, Phase, PinState, Raw},
     *,
 };
-use crate::range::GpuRange;
+use crate::{
+    foreign::{driver_result, MissingSymbol},
+    range::GpuRange,
+};
 
 /// A free handler that does nothing (the suite's pins are never freed by a callback).
 struct NoCallback;
