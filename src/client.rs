@@ -14,13 +14,14 @@
 //! tested by the suites in `tests/client` (peermem_client_<mode>, peermem_model_<mode>,
 //! peermem_faults) and the plan's scenarios (docs/testing.md).
 
-use core::sync::atomic::Ordering;
-
 use kernel::{
     list::{List, ListArc},
     new_condvar, new_mutex,
     prelude::*,
-    sync::{Arc, ArcBorrow, CondVar, Mutex, SetOnce},
+    sync::{
+        atomic::{Relaxed, Release},
+        Arc, ArcBorrow, CondVar, Mutex, SetOnce,
+    },
 };
 
 use crate::{
@@ -252,10 +253,7 @@ impl Client {
         if let Some((mut head, list)) = sg {
             head.uninstall(&list);
             drop(list);
-            self.shared
-                .stats
-                .sg_lists_now
-                .fetch_sub(1, Ordering::Relaxed);
+            compat::fetch_sub(&self.shared.stats.sg_lists_now, 1, Relaxed);
         }
     }
 
@@ -269,7 +267,7 @@ impl Client {
         if c.mode == Mode::Callback {
             if let Some(pin) = c.pins.registry.find_covering(space, Mode::Callback, range) {
                 if let Ok(user) = self.attach_user(span, pin)? {
-                    c.stats.pin_reuses.fetch_add(1, Ordering::Relaxed);
+                    c.stats.pin_reuses.fetch_add(1, Relaxed);
                     return Ok(Some(user));
                 }
                 // Freed meanwhile: pin anew below.
@@ -315,10 +313,7 @@ impl PeerClient for Client {
             .map_err(|e| self.shared.stats.refuse(Refusal::NoMemory, addr, size, e))?;
         if user.is_some() {
             // The user holds a module reference until it is gone (`User::_module`).
-            self.shared
-                .stats
-                .registrations
-                .fetch_add(1, Ordering::Relaxed);
+            self.shared.stats.registrations.fetch_add(1, Relaxed);
         }
         Ok(user)
     }
@@ -341,9 +336,9 @@ impl PeerClient for Client {
                         EFAULT,
                     ));
                 }
-                user.core_context.store(core_context, Ordering::Release);
+                user.core_context.store(core_context, Release);
             }
-            None => user.core_context.store(core_context, Ordering::Release),
+            None => user.core_context.store(core_context, Release),
         }
         Ok(())
     }
@@ -377,7 +372,7 @@ impl PeerClient for Client {
         // Built apart and installed only on success: on failure the core's table is
         // left untouched, as it requires.
         sg.install(&list);
-        stats.sg_lists_now.fetch_add(1, Ordering::Relaxed);
+        stats.sg_lists_now.fetch_add(1, Relaxed);
         let n = list.len();
         // The core maps a region once; whatever an earlier call left is dropped after
         // the lock (an unmap may sleep).
@@ -415,7 +410,7 @@ impl PeerClient for Client {
         if let Some(pin) = &user.pin {
             self.detach(pin, &user);
         }
-        self.shared.stats.releases.fetch_add(1, Ordering::Relaxed);
+        self.shared.stats.releases.fetch_add(1, Relaxed);
         // The core's reference is the last (the users list let go of its own in
         // `detach`, unless a free callback still walks it): dropping it drops the
         // registration's pin handle, and the last owner unpins, outside every lock of

@@ -11,12 +11,12 @@
 //!   `peerdirect_support`), a fallback for `peermem doctor` when
 //!   /sys/module/<name>/parameters cannot be read.
 
-use core::{fmt, sync::atomic::Ordering};
+use core::fmt;
 
 use kernel::{
     debugfs::{Dir, File},
     prelude::*,
-    sync::Arc,
+    sync::{atomic::Relaxed, Arc},
 };
 
 use crate::{
@@ -43,7 +43,7 @@ impl fmt::Debug for StatsView {
             ("bytes_pinned_peak", &s.bytes_pinned_peak),
         ];
         for (name, v) in counters {
-            writeln!(f, "{} {}", name, v.load(Ordering::Relaxed))?;
+            writeln!(f, "{} {}", name, v.load(Relaxed))?;
         }
         for why in Refusal::ALL {
             writeln!(f, "refused_{} {}", why.name(), s.refused(why))?;

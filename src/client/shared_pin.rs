@@ -2,13 +2,14 @@
 
 //! A GPU pin shared by the registrations it covers, and its free handler.
 
-use core::sync::atomic::{AtomicU64, Ordering};
-
 use kernel::{
     list::{List, ListArc, ListItem},
     new_spinlock,
     prelude::*,
-    sync::{Arc, SpinLock},
+    sync::{
+        atomic::{Acquire, Atomic, Full, Relaxed, Release},
+        Arc, SpinLock,
+    },
 };
 
 use super::ClientShared;
@@ -66,10 +67,7 @@ impl<U: PinUser> SharedPin<U> {
     pub(super) fn linked(&self, key: &PinKey) -> bool {
         // INVARIANT: registry ids are neither 0 nor `UNLINKED`, and the pin is linked
         // once (`Client::pin`); the id is set only over 0.
-        self.info()
-            .id
-            .compare_exchange(0, key.id(), Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
+        self.info().id.cmpxchg(0, key.id(), Full).is_ok()
     }
 
     /// Numbers a persistent pin, which is never linked, for the `pins` file (once, when
@@ -77,12 +75,12 @@ impl<U: PinUser> SharedPin<U> {
     pub(super) fn numbered(&self, id: u64) {
         // INVARIANT: a persistent pin: its id is set once, over 0, and nothing else
         // changes it (it has no free callback).
-        self.info().id.store(id, Ordering::Release);
+        self.info().id.store(id, Release);
     }
 
     /// The pin's number in the `pins` file: its registry id.
     pub(super) fn id(&self) -> u64 {
-        self.info().id.load(Ordering::Acquire)
+        self.info().id.load(Acquire)
     }
 
     pub(super) fn range(&self) -> GpuRange {
@@ -178,7 +176,7 @@ pub(crate) struct PinUsers<U: PinUser> {
     /// the start, so the record keeps eight bytes of it instead of a 32-byte key. The
     /// pin holds its owner's `mm_struct`, so the key's address is not reused while
     /// linked. A persistent pin's number (see the type's invariants).
-    id: AtomicU64,
+    id: Atomic<u64>,
     /// A spinlock: what it guards is a flag and list links, changed without sleeping.
     #[pin]
     pub(super) users: SpinLock<Users<U>>,
@@ -190,7 +188,7 @@ impl<U: PinUser> PinUsers<U> {
         // INVARIANT: not linked, id 0.
         pin_init!(PinUsers {
             client,
-            id: AtomicU64::new(0),
+            id: Atomic::new(0),
             users <- new_spinlock!(
                 Users {
                     dead: false,
@@ -203,7 +201,7 @@ impl<U: PinUser> PinUsers<U> {
 
     /// The registry key of the callback pin of `space` and `range`, while linked.
     fn key(&self, space: SpaceId, range: GpuRange) -> Option<PinKey> {
-        key_of(self.id.load(Ordering::Acquire), space, range)
+        key_of(self.id.load(Acquire), space, range)
     }
 }
 
@@ -272,14 +270,11 @@ impl<U: PinUser> FreeHandler for PinUsers<U> {
             u.dead = true;
             core::mem::take(&mut u.list)
         };
-        self.client
-            .stats
-            .free_callbacks
-            .fetch_add(1, Ordering::Relaxed);
+        self.client.stats.free_callbacks.fetch_add(1, Relaxed);
         // Only callback pins have a free callback. A pin not linked yet is unlinked by
         // its linker, which finds `UNLINKED` (`SharedPin::linked`).
         // INVARIANT: set once and for all, as the callback unlinks.
-        let id = self.id.swap(UNLINKED, Ordering::AcqRel);
+        let id = self.id.xchg(UNLINKED, Full);
         if let Some(key) = key_of(id, space_of(&pin), pin.range) {
             drop(self.client.pins.unlink(&key));
         }

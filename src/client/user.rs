@@ -2,13 +2,14 @@
 
 //! One registration: its pin, DMA mapping and SG list, and its invalidation.
 
-use core::sync::atomic::{AtomicU64, Ordering};
-
 use kernel::{
     list::{impl_list_arc_safe, impl_list_item, ListArc, ListLinks},
     new_spinlock,
     prelude::*,
-    sync::SpinLock,
+    sync::{
+        atomic::{Acquire, Atomic, Relaxed},
+        SpinLock,
+    },
 };
 
 use super::{
@@ -65,7 +66,7 @@ pub(crate) struct User {
     /// The registered bytes and the 64 KiB pages that cover them (margins of two bytes
     /// each instead of an address and a length: the record fits a 128-byte allocation).
     span: Span,
-    pub(super) core_context: AtomicU64,
+    pub(super) core_context: Atomic<u64>,
     #[pin]
     pub(super) state: SpinLock<UserState>,
     /// Its place among the users of its pin (`Users`), or, for a persistent pin, in the
@@ -136,7 +137,7 @@ impl User {
                 pin,
                 _module: ModuleRef::new(),
                 span,
-                core_context: AtomicU64::new(NO_CONTEXT),
+                core_context: Atomic::new(NO_CONTEXT),
                 state <- new_spinlock!(
                     UserState {
                         mapping: None,
@@ -181,7 +182,7 @@ impl User {
     /// Invalidates the registration through the core (from the free callback of the
     /// pin of client `c`): once, and never after its release.
     fn invalidate(&self, c: &ClientShared) {
-        let cc = self.core_context.load(Ordering::Acquire);
+        let cc = self.core_context.load(Acquire);
         if cc == NO_CONTEXT {
             // Not past get_pages: it sees the pin dead and fails.
             return;
@@ -200,7 +201,7 @@ impl User {
             // waits for `invalidating` to clear before the core frees the context.
             match unsafe { inv.invalidate(cc) } {
                 Ok(()) => {
-                    c.stats.invalidations.fetch_add(1, Ordering::Relaxed);
+                    c.stats.invalidations.fetch_add(1, Relaxed);
                 }
                 Err(e) => pr_warn!("invalidation of core context {} failed: {:?}\n", cc, e),
             }

@@ -2,17 +2,18 @@
 
 //! A GPU pin: its phases, the free callback, and the put (docs/pin-state-machine.md).
 
-use core::sync::atomic::{AtomicU32, Ordering};
-
 use kernel::{
     ffi::c_void,
     new_mutex,
     prelude::*,
-    sync::{Arc, ArcBorrow, Mutex, MutexGuard},
+    sync::{
+        atomic::{Atomic, Full, Relaxed},
+        Arc, ArcBorrow, Mutex, MutexGuard,
+    },
 };
 
 use super::{abi::check_page_table, NvP2p, Owner, PinError, ORPHAN_RATELIMIT};
-use crate::{bindings, foreign::driver_result, glue::ModuleRef, range::GpuRange};
+use crate::{bindings, compat, foreign::driver_result, glue::ModuleRef, range::GpuRange};
 
 impl NvP2p {
     /// Pins `range` with a free callback: `handler` runs if the owning process frees
@@ -350,7 +351,7 @@ pub(super) struct PinShared<T: FreeHandler> {
     owner: Owner,
     /// How many [`GpuPin`] handles own the pin: the last one dropped unpins. The
     /// `Arc` count is more, with the driver's `data` reference and DMA mappings.
-    owners: AtomicU32,
+    owners: Atomic<u32>,
     #[pin]
     pub(super) state: Mutex<PinState>,
     #[pin]
@@ -369,7 +370,7 @@ impl<T: FreeHandler> PinShared<T> {
             range,
             kind,
             owner: Owner::current(),
-            owners: AtomicU32::new(1),
+            owners: Atomic::new(1),
             state <- new_mutex!(PinState {
                 phase: Phase::Live,
                 table: Raw(core::ptr::null_mut()),
@@ -544,7 +545,7 @@ pub(crate) struct GpuPin<T: FreeHandler> {
 impl<T: FreeHandler> Clone for GpuPin<T> {
     fn clone(&self) -> Self {
         // Relaxed, as for an `Arc`: the caller's handle keeps the pin owned meanwhile.
-        self.shared.owners.fetch_add(1, Ordering::Relaxed);
+        self.shared.owners.fetch_add(1, Relaxed);
         // INVARIANT: counted above.
         GpuPin {
             shared: self.shared.clone(),
@@ -641,9 +642,9 @@ impl<T: FreeHandler> GpuPin<T> {
 
 impl<T: FreeHandler> Drop for GpuPin<T> {
     fn drop(&mut self) {
-        // Release, and acquire for the last: as an `Arc`'s count, so that the last
-        // owner sees everything the others did with the pin.
-        if self.shared.owners.fetch_sub(1, Ordering::AcqRel) != 1 {
+        // Fully ordered, as an `Arc`'s count (release, and acquire for the last), so
+        // that the last owner sees everything the others did with the pin.
+        if compat::fetch_sub(&self.shared.owners, 1, Full) != 1 {
             return;
         }
         self.put_last();

@@ -23,7 +23,8 @@ impl FreeHandler for NoCallback {
 #[kunit_tests(peermem_nv_p2p)]
 mod suite {
     use super::*;
-    use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+    use crate::compat::{self, AtomicPtr};
+    use kernel::sync::atomic::{Atomic, Relaxed};
     use kernel::sync::Arc;
 
     #[test]
@@ -171,11 +172,10 @@ mod suite {
     use crate::glue::no_symbols;
 
     // A stub driver: what its persistent get hands out is chosen per test.
-    static MODE: AtomicU32 = AtomicU32::new(0);
-    static PUTS: AtomicU32 = AtomicU32::new(0);
+    static MODE: Atomic<u32> = Atomic::new(0);
+    static PUTS: Atomic<u32> = Atomic::new(0);
     /// What the persistent get hands out in mode 2.
-    static GOOD_TABLE: AtomicPtr<bindings::nvidia_p2p_page_table> =
-        AtomicPtr::new(core::ptr::null_mut());
+    static GOOD_TABLE: AtomicPtr<bindings::nvidia_p2p_page_table> = compat::null_atomic_ptr();
     static mut BAD_TABLE: bindings::nvidia_p2p_page_table = bindings::nvidia_p2p_page_table {
         version: 0x0009_0000,
         page_size: 1,
@@ -194,11 +194,11 @@ mod suite {
         table: *mut *mut bindings::nvidia_p2p_page_table,
         _flags: u32,
     ) -> c_int {
-        let t = match MODE.load(Ordering::Relaxed) {
+        let t = match MODE.load(Relaxed) {
             // Success, but no table.
             0 => core::ptr::null_mut(),
             // A valid table, set by the test.
-            2 => GOOD_TABLE.load(Ordering::Relaxed),
+            2 => GOOD_TABLE.load(Relaxed),
             // A table of an unknown version.
             _ => core::ptr::addr_of_mut!(BAD_TABLE),
         };
@@ -215,7 +215,7 @@ mod suite {
         _table: *mut bindings::nvidia_p2p_page_table,
         _flags: u32,
     ) -> c_int {
-        PUTS.fetch_add(1, Ordering::Relaxed);
+        PUTS.fetch_add(1, Relaxed);
         0
     }
 
@@ -326,20 +326,20 @@ mod suite {
         )?;
         let range = GpuRange::aligned(0x7f00_0000_0000, 0x1_0000).ok_or(EINVAL)?;
         // Success without a table: EIO, nothing to put.
-        MODE.store(0, Ordering::Relaxed);
-        let puts = PUTS.load(Ordering::Relaxed);
+        MODE.store(0, Relaxed);
+        let puts = PUTS.load(Relaxed);
         assert_eq!(
             NvP2p::pin_persistent(&nv, range, NoCallback).err(),
             Some(PinError::BadAnswer)
         );
-        assert_eq!(PUTS.load(Ordering::Relaxed), puts);
+        assert_eq!(PUTS.load(Relaxed), puts);
         // A table of an unknown version: EIO, and the pin is given back.
-        MODE.store(1, Ordering::Relaxed);
+        MODE.store(1, Relaxed);
         assert_eq!(
             NvP2p::pin_persistent(&nv, range, NoCallback).err(),
             Some(PinError::BadAnswer)
         );
-        assert_eq!(PUTS.load(Ordering::Relaxed), puts + 1);
+        assert_eq!(PUTS.load(Relaxed), puts + 1);
         // A driver error is passed through, as the driver's.
         assert_eq!(
             NvP2p::pin(&nv, range, NoCallback).err(),
@@ -349,13 +349,13 @@ mod suite {
     }
 
     /// Counts the [`FreeHandler::released`] calls of its pins.
-    static RELEASED: AtomicU32 = AtomicU32::new(0);
+    static RELEASED: Atomic<u32> = Atomic::new(0);
     struct CountReleases;
 
     impl FreeHandler for CountReleases {
         fn on_free(&self, _pin: PinIdentity) {}
         fn released(&self, _pin: PinIdentity) {
-            RELEASED.fetch_add(1, Ordering::Relaxed);
+            RELEASED.fetch_add(1, Relaxed);
         }
     }
 
@@ -367,12 +367,9 @@ mod suite {
         )?;
         let range = GpuRange::aligned(0x7f00_0000_0000, 0x1_0000).ok_or(EINVAL)?;
         let mut t = table(0x0002_0000, 1)?;
-        GOOD_TABLE.store(&raw mut t.raw, Ordering::Relaxed);
-        MODE.store(2, Ordering::Relaxed);
-        let (puts, released) = (
-            PUTS.load(Ordering::Relaxed),
-            RELEASED.load(Ordering::Relaxed),
-        );
+        GOOD_TABLE.store(&raw mut t.raw, Relaxed);
+        MODE.store(2, Relaxed);
+        let (puts, released) = (PUTS.load(Relaxed), RELEASED.load(Relaxed));
         let pin = NvP2p::pin_persistent(&nv, range, CountReleases).map_err(Error::from)?;
         // Three owners of one pin (a registry node and two registrations): the first
         // two to let go neither put it nor release it.
@@ -380,13 +377,13 @@ mod suite {
         let b = a.clone();
         drop(pin);
         drop(b);
-        assert_eq!(PUTS.load(Ordering::Relaxed), puts);
-        assert_eq!(RELEASED.load(Ordering::Relaxed), released);
+        assert_eq!(PUTS.load(Relaxed), puts);
+        assert_eq!(RELEASED.load(Relaxed), released);
         assert!(!a.is_freed() && a.is_persistent());
         drop(a);
-        assert_eq!(PUTS.load(Ordering::Relaxed), puts + 1);
-        assert_eq!(RELEASED.load(Ordering::Relaxed), released + 1);
-        GOOD_TABLE.store(core::ptr::null_mut(), Ordering::Relaxed);
+        assert_eq!(PUTS.load(Relaxed), puts + 1);
+        assert_eq!(RELEASED.load(Relaxed), released + 1);
+        GOOD_TABLE.store(core::ptr::null_mut(), Relaxed);
         drop(t);
         Ok(())
     }

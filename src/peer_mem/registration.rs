@@ -2,20 +2,23 @@
 
 //! A client registered with the core, and the C callbacks the core makes into it.
 
-use core::{
-    ptr::NonNull,
-    sync::atomic::{AtomicBool, AtomicPtr, Ordering},
-};
+use core::ptr::NonNull;
 
 use kernel::{
     ffi::{c_char, c_int, c_ulong, c_void},
     prelude::*,
-    sync::Arc,
+    sync::{
+        atomic::{Acquire, Atomic, Full, Release},
+        Arc,
+    },
     types::ForeignOwnable,
 };
 
 use super::{sg::sg, Borrowed, ClientKind, DmaDevice, Invalidator, PeerClient, PeerCore};
-use crate::bindings;
+use crate::{
+    bindings,
+    compat::{self, AtomicPtr},
+};
 
 /// What the core's callbacks reach through the registration slot.
 struct RegShared<T: PeerClient> {
@@ -24,14 +27,14 @@ struct RegShared<T: PeerClient> {
     invalidate: bindings::invalidate_peer_memory,
     /// Set once the registration is complete and the client has what it needs; until
     /// then `acquire` claims nothing.
-    ready: AtomicBool,
+    ready: Atomic<bool>,
     client: Arc<T>,
 }
 
 /// One slot per concurrently registered client (the core's `acquire` carries no client
 /// pointer, so the trampolines find their client through a static slot).
 const SLOTS: usize = 2;
-static SLOT: [AtomicPtr<c_void>; SLOTS] = [const { AtomicPtr::new(core::ptr::null_mut()) }; SLOTS];
+static SLOT: [AtomicPtr<c_void>; SLOTS] = [const { compat::null_atomic_ptr() }; SLOTS];
 
 /// A client registered with the core; dropping it unregisters.
 ///
@@ -108,19 +111,14 @@ impl<T: PeerClient, const S: usize> Registration<T, S> {
                     flags,
                 },
                 invalidate: None,
-                ready: AtomicBool::new(false),
+                ready: Atomic::new(false),
                 client,
             },
             GFP_KERNEL,
         )?;
         let ptr: *mut RegShared<T> = &mut *shared;
         SLOT[S]
-            .compare_exchange(
-                core::ptr::null_mut(),
-                ptr.cast(),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
+            .cmpxchg(core::ptr::null_mut(), ptr.cast(), Full)
             .map_err(|_| EBUSY)?;
         let invalidate_out = if kind == ClientKind::NoInvalidation {
             core::ptr::null_mut()
@@ -134,7 +132,7 @@ impl<T: PeerClient, const S: usize> Registration<T, S> {
         let handle =
             unsafe { (core.register)(core::ptr::addr_of!((*ptr).vtable.client), invalidate_out) };
         let Some(handle) = NonNull::new(handle) else {
-            SLOT[S].store(core::ptr::null_mut(), Ordering::Release);
+            SLOT[S].store(core::ptr::null_mut(), Release);
             return Err(EINVAL);
         };
         // INVARIANT: registered with `shared`, whose address is in the slot.
@@ -157,18 +155,18 @@ impl<T: PeerClient, const S: usize> Registration<T, S> {
 
     /// Starts claiming memory.
     pub(crate) fn enable(&self) {
-        self.shared.ready.store(true, Ordering::Release);
+        self.shared.ready.store(true, Release);
     }
 }
 
 impl<T: PeerClient, const S: usize> Drop for Registration<T, S> {
     fn drop(&mut self) {
-        self.shared.ready.store(false, Ordering::Release);
+        self.shared.ready.store(false, Release);
         // SAFETY: `handle` is the core's handle for this client (type invariant). This
         // blocks until every region of the client was released; afterwards the core
         // makes no more calls into the client.
         unsafe { (self.core.unregister)(self.handle.as_ptr()) };
-        SLOT[S].store(core::ptr::null_mut(), Ordering::Release);
+        SLOT[S].store(core::ptr::null_mut(), Release);
     }
 }
 
@@ -181,7 +179,7 @@ impl<T: PeerClient, const S: usize> Drop for Registration<T, S> {
 unsafe fn region<'a, T: PeerClient, const S: usize>(
     client_context: *mut c_void,
 ) -> Option<(&'a T, Borrowed<'a, T>)> {
-    let shared = SLOT[S].load(Ordering::Acquire).cast::<RegShared<T>>();
+    let shared = SLOT[S].load(Acquire).cast::<RegShared<T>>();
     // SAFETY: a non-null slot points to the live registration of the client in slot
     // `S` (of type `T`: only `Registration<T, S>` fills the slot, and only its own
     // callbacks read it); the core's unregistration, after which it is freed, waits
@@ -205,14 +203,14 @@ unsafe extern "C" fn acquire<T: PeerClient, const S: usize>(
     _name: *mut c_char,
     client_context: *mut *mut c_void,
 ) -> c_int {
-    let shared = SLOT[S].load(Ordering::Acquire).cast::<RegShared<T>>();
+    let shared = SLOT[S].load(Acquire).cast::<RegShared<T>>();
     if shared.is_null() || client_context.is_null() {
         return 0;
     }
     // SAFETY: a non-null slot points to a live registration: it is cleared only after
     // the core stopped calling into the client (unregistration).
     let shared = unsafe { &*shared };
-    if !shared.ready.load(Ordering::Acquire) {
+    if !shared.ready.load(Acquire) {
         return 0;
     }
     match shared.client.acquire(addr as u64, size as u64) {
@@ -340,7 +338,7 @@ unsafe extern "C" fn release<T: PeerClient, const S: usize>(client_context: *mut
     if client_context.is_null() {
         return;
     }
-    let shared = SLOT[S].load(Ordering::Acquire).cast::<RegShared<T>>();
+    let shared = SLOT[S].load(Acquire).cast::<RegShared<T>>();
     // SAFETY: the pointer came from `into_foreign` in `acquire`; the core calls release
     // exactly once per successful acquire, and never uses the context afterwards.
     let ctx = unsafe { T::Context::from_foreign(client_context) };
