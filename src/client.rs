@@ -15,22 +15,55 @@
 //! peermem_faults) and the plan's scenarios (docs/testing.md).
 
 use kernel::{
-    list::{List, ListArc},
-    new_condvar, new_mutex,
+    list::{
+        List,
+        ListArc, //
+    },
+    new_condvar,
+    new_mutex,
     prelude::*,
     sync::{
-        atomic::{Relaxed, Release},
-        Arc, ArcBorrow, CondVar, Mutex, SetOnce,
-    },
+        atomic::{
+            Relaxed,
+            Release, //
+        },
+        Arc,
+        ArcBorrow,
+        CondVar,
+        Mutex,
+        SetOnce, //
+    }, //
 };
 
 use crate::{
     compat,
-    nv_p2p::{NvP2p, PinError},
-    peer_mem::{ClientKind, DmaDevice, Invalidator, PeerClient, SgHead, SgList},
-    range::{GpuRange, Span, GPU_PAGE_SIZE},
-    registry::{Mode, PinKey, Registry, SpaceId},
-    stats::{Refusal, Stats},
+    nv_p2p::{
+        NvP2p,
+        PinError, //
+    },
+    peer_mem::{
+        ClientKind,
+        DmaDevice,
+        Invalidator,
+        PeerClient,
+        SgHead,
+        SgList, //
+    },
+    range::{
+        GpuRange,
+        Span,
+        GPU_PAGE_SIZE, //
+    },
+    registry::{
+        Mode,
+        PinKey,
+        Registry,
+        SpaceId, //
+    },
+    stats::{
+        Refusal,
+        Stats, //
+    }, //
 };
 
 mod sg;
@@ -39,7 +72,11 @@ mod user;
 
 use sg::sg_entries;
 pub(crate) use user::SharedPin;
-use user::{Mapping, PinUsers, User};
+use user::{
+    Mapping,
+    PinUsers,
+    User, //
+};
 
 /// This module's live pins: callback pins in the registry, where registrations they
 /// cover find them; persistent pins, which are never shared, only listed, through the

@@ -10,8 +10,12 @@ use core::marker::PhantomData;
 
 use kernel::{
     prelude::*,
-    sync::atomic::{ordering, Atomic, AtomicType},
-    task::Task,
+    sync::atomic::{
+        ordering,
+        Atomic,
+        AtomicType, //
+    },
+    task::Task, //
 };
 
 /// "Operation not supported" (`EOPNOTSUPP`; a kernel-crate error code from 7.3 on).

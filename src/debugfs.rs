@@ -14,14 +14,23 @@
 use core::fmt;
 
 use kernel::{
-    debugfs::{Dir, File},
+    debugfs::{
+        Dir,
+        File, //
+    },
     prelude::*,
-    sync::{atomic::Relaxed, Arc},
+    sync::{
+        atomic::Relaxed,
+        Arc, //
+    }, //
 };
 
 use crate::{
     client::Pins,
-    stats::{Refusal, Stats},
+    stats::{
+        Refusal,
+        Stats, //
+    }, //
 };
 
 /// The counters, as the `stats` file shows them.

@@ -35,14 +35,23 @@
 //! `tests/client` exercise it against the fake nvidia.ko.
 
 use kernel::{
-    ffi::{c_int, c_void},
+    ffi::{
+        c_int,
+        c_void, //
+    },
     mm::Mm,
     new_condvar,
     prelude::*,
-    sync::{aref::ARef, CondVar},
+    sync::{
+        aref::ARef,
+        CondVar, //
+    }, //
 };
 
-use crate::{bindings, foreign::MissingSymbol};
+use crate::{
+    bindings,
+    foreign::MissingSymbol, //
+};
 
 mod abi;
 mod mapping;
@@ -51,7 +60,11 @@ mod pin;
 mod tests;
 
 pub(crate) use mapping::DmaMapping;
-pub(crate) use pin::{FreeHandler, GpuPin, PinIdentity};
+pub(crate) use pin::{
+    FreeHandler,
+    GpuPin,
+    PinIdentity, //
+};
 
 /// The rate-limit kind of the "pin released outside its process" message (after the
 /// refusal reasons, which use their own values: `stats::Refusal`).

@@ -13,25 +13,37 @@
 //! suite `peermem_peer_mem`; the fake core's suites and the client suites in
 //! `tests/` drive every callback (docs/testing.md).
 
-use core::{marker::PhantomData, ptr::NonNull};
+use core::{
+    marker::PhantomData,
+    ptr::NonNull, //
+};
 
 use kernel::{
-    ffi::{c_int, c_void},
+    ffi::{
+        c_int,
+        c_void, //
+    },
     prelude::*,
-    types::ForeignOwnable,
+    types::ForeignOwnable, //
 };
 
 use crate::{
     bindings,
     device::PciFunction,
-    foreign::{driver_result, MissingSymbol},
+    foreign::{
+        driver_result,
+        MissingSymbol, //
+    }, //
 };
 
 mod registration;
 mod sg;
 
 pub(crate) use registration::Registration;
-pub(crate) use sg::{SgHead, SgList};
+pub(crate) use sg::{
+    SgHead,
+    SgList, //
+};
 
 /// The core's functions, resolved when this module was loaded.
 ///

@@ -13,11 +13,17 @@
 use kernel::{
     new_mutex,
     prelude::*,
-    rbtree::{RBTree, RBTreeNode},
-    sync::{
-        atomic::{Atomic, Relaxed},
-        Mutex,
+    rbtree::{
+        RBTree,
+        RBTreeNode, //
     },
+    sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Mutex, //
+    }, //
 };
 
 use crate::range::GpuRange;

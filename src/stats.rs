@@ -4,10 +4,16 @@
 
 use kernel::{
     prelude::*,
-    sync::atomic::{Atomic, Relaxed},
+    sync::atomic::{
+        Atomic,
+        Relaxed, //
+    }, //
 };
 
-use crate::{compat, nv_p2p::PinError};
+use crate::{
+    compat,
+    nv_p2p::PinError, //
+};
 
 /// Why a registration of GPU memory was refused.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

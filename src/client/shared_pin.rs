@@ -3,20 +3,42 @@
 //! A GPU pin shared by the registrations it covers, and its free handler.
 
 use kernel::{
-    list::{List, ListArc, ListItem},
+    list::{
+        List,
+        ListArc,
+        ListItem, //
+    },
     new_spinlock,
     prelude::*,
     sync::{
-        atomic::{Acquire, Atomic, Full, Relaxed, Release},
-        Arc, SpinLock,
-    },
+        atomic::{
+            Acquire,
+            Atomic,
+            Full,
+            Relaxed,
+            Release, //
+        },
+        Arc,
+        SpinLock, //
+    }, //
 };
 
 use super::ClientShared;
 use crate::{
-    nv_p2p::{DmaMapping, FreeHandler, GpuPin, PinError, PinIdentity},
+    nv_p2p::{
+        DmaMapping,
+        FreeHandler,
+        GpuPin,
+        PinError,
+        PinIdentity, //
+    },
     range::GpuRange,
-    registry::{Entry, Mode, PinKey, SpaceId},
+    registry::{
+        Entry,
+        Mode,
+        PinKey,
+        SpaceId, //
+    }, //
 };
 
 /// A registration, as the users list of its pin sees it (`client::user::User`): the

@@ -3,23 +3,42 @@
 //! One registration: its pin, DMA mapping and SG list, and its invalidation.
 
 use kernel::{
-    list::{impl_list_arc_safe, impl_list_item, ListArc, ListLinks},
+    list::{
+        impl_list_arc_safe,
+        impl_list_item,
+        ListArc,
+        ListLinks, //
+    },
     new_spinlock,
     prelude::*,
     sync::{
-        atomic::{Acquire, Atomic, Relaxed},
-        SpinLock,
-    },
+        atomic::{
+            Acquire,
+            Atomic,
+            Relaxed, //
+        },
+        SpinLock, //
+    }, //
 };
 
 use super::{
-    shared_pin::{self, PinUser},
-    ClientShared,
+    shared_pin::{
+        self,
+        PinUser, //
+    },
+    ClientShared, //
 };
 use crate::{
     glue::ModuleRef,
-    peer_mem::{ClientKind, SgHead, SgList},
-    range::{GpuRange, Span},
+    peer_mem::{
+        ClientKind,
+        SgHead,
+        SgList, //
+    },
+    range::{
+        GpuRange,
+        Span, //
+    }, //
 };
 
 /// A pin shared by registrations.

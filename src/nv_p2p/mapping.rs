@@ -2,13 +2,26 @@
 
 //! DMA mappings of a pin for one PCI peer.
 
-use kernel::{prelude::*, sync::Arc};
+use kernel::{
+    prelude::*,
+    sync::Arc, //
+};
 
 use super::{
     abi::dma_addresses,
-    pin::{FreeHandler, GpuPin, Phase, PinShared, Raw},
+    pin::{
+        FreeHandler,
+        GpuPin,
+        Phase,
+        PinShared,
+        Raw, //
+    }, //
 };
-use crate::{bindings, device::PciFunction, foreign::driver_result};
+use crate::{
+    bindings,
+    device::PciFunction,
+    foreign::driver_result, //
+};
 
 impl<T: FreeHandler> GpuPin<T> {
     /// Maps the pinned range for DMA by `peer`, and hands the DMA address of each

@@ -7,13 +7,32 @@ use kernel::{
     new_mutex,
     prelude::*,
     sync::{
-        atomic::{Atomic, Full, Relaxed},
-        Arc, ArcBorrow, Mutex, MutexGuard,
-    },
+        atomic::{
+            Atomic,
+            Full,
+            Relaxed, //
+        },
+        Arc,
+        ArcBorrow,
+        Mutex,
+        MutexGuard, //
+    }, //
 };
 
-use super::{abi::check_page_table, NvP2p, Owner, PinError, ORPHAN_RATELIMIT};
-use crate::{bindings, compat, foreign::driver_result, glue::ModuleRef, range::GpuRange};
+use super::{
+    abi::check_page_table,
+    NvP2p,
+    Owner,
+    PinError,
+    ORPHAN_RATELIMIT, //
+};
+use crate::{
+    bindings,
+    compat,
+    foreign::driver_result,
+    glue::ModuleRef,
+    range::GpuRange, //
+};
 
 impl NvP2p {
     /// Pins `range` with a free callback: `handler` runs if the owning process frees

@@ -5,12 +5,20 @@
 
 use super::{
     abi::*,
-    pin::{Mappings, Phase, PinState, Raw},
-    *,
+    pin::{
+        Mappings,
+        Phase,
+        PinState,
+        Raw, //
+    },
+    *, //
 };
 use crate::{
-    foreign::{driver_result, MissingSymbol},
-    range::GpuRange,
+    foreign::{
+        driver_result,
+        MissingSymbol, //
+    },
+    range::GpuRange, //
 };
 
 /// A free handler that does nothing (the suite's pins are never freed by a callback).
@@ -23,8 +31,14 @@ impl FreeHandler for NoCallback {
 #[kunit_tests(peermem_nv_p2p)]
 mod suite {
     use super::*;
-    use crate::compat::{self, AtomicPtr};
-    use kernel::sync::atomic::{Atomic, Relaxed};
+    use crate::compat::{
+        self,
+        AtomicPtr, //
+    };
+    use kernel::sync::atomic::{
+        Atomic,
+        Relaxed, //
+    };
     use kernel::sync::Arc;
 
     #[test]

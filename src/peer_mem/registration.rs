@@ -5,19 +5,40 @@
 use core::ptr::NonNull;
 
 use kernel::{
-    ffi::{c_char, c_int, c_ulong, c_void},
+    ffi::{
+        c_char,
+        c_int,
+        c_ulong,
+        c_void, //
+    },
     prelude::*,
     sync::{
-        atomic::{Acquire, Atomic, Full, Release},
-        Arc,
+        atomic::{
+            Acquire,
+            Atomic,
+            Full,
+            Release, //
+        },
+        Arc, //
     },
-    types::ForeignOwnable,
+    types::ForeignOwnable, //
 };
 
-use super::{sg::sg, Borrowed, ClientKind, DmaDevice, Invalidator, PeerClient, PeerCore};
+use super::{
+    sg::sg,
+    Borrowed,
+    ClientKind,
+    DmaDevice,
+    Invalidator,
+    PeerClient,
+    PeerCore, //
+};
 use crate::{
     bindings,
-    compat::{self, AtomicPtr},
+    compat::{
+        self,
+        AtomicPtr, //
+    }, //
 };
 
 /// What the core's callbacks reach through the registration slot.

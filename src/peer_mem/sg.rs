@@ -6,7 +6,10 @@ use core::ptr::NonNull;
 
 use kernel::prelude::*;
 
-use crate::{bindings, foreign::driver_result};
+use crate::{
+    bindings,
+    foreign::driver_result, //
+};
 
 /// The core's `sg_table` of one region.
 ///
