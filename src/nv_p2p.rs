@@ -29,8 +29,12 @@
 //!
 //! See docs/pin-state-machine.md for the states and the lock order.
 //!
-//! Files: `abi` (structure versions and checks of the driver's answers), `pin` (the
-//! pin, its state machine and the free callback), `mapping` (DMA mappings). Tests:
+//! Files, each importing only those before it: `abi` (structure versions and checks of
+//! the driver's answers), `state` (a pin's state machine under its lock, the DMA
+//! mappings it records, the driver's reference on it), `shared` (the pin's record,
+//! the handler trait, the guard of a driver call in flight), `callback` (the free
+//! callback), `pin` (making a pin, its handle, the last owner's put), `mapping` (DMA
+//! mappings). Tests:
 //! the KUnit suite `peermem_nv_p2p` (`nv_p2p/tests.rs`); the client suites in
 //! `tests/client` exercise it against the fake nvidia.ko.
 
@@ -54,15 +58,18 @@ use crate::{
 };
 
 mod abi;
+mod callback;
 mod mapping;
 mod pin;
+mod shared;
+mod state;
 #[cfg(peermem_kunit)]
 mod tests;
 
 pub(crate) use mapping::DmaMapping;
-pub(crate) use pin::{
+pub(crate) use pin::GpuPin;
+pub(crate) use shared::{
     FreeHandler,
-    GpuPin,
     PinIdentity, //
 };
 

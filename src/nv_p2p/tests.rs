@@ -5,7 +5,7 @@
 
 use super::{
     abi::*,
-    pin::{
+    state::{
         Mappings,
         Phase,
         PinState,
@@ -411,29 +411,29 @@ mod suite {
             waiters: 0,
             callback_running: false,
             callback_task: 0,
-            data_released: false,
+            data: None,
             orphan: None,
         }
     }
 
     #[test]
-    fn callback_data_is_given_back_once_by_whichever_ends_last() {
+    fn callback_data_is_given_back_by_whichever_ends_last() {
         // Live, putting or orphaned: a callback may still come.
         for phase in [Phase::Live, Phase::Putting, Phase::Orphaned] {
-            assert!(!state(phase).take_data_release());
+            assert!(!state(phase).data_may_go());
         }
-        // Put, or freed by a callback that returned: given back, and only once.
+        // Put, or freed by a callback that returned: given back (once: `take_data`
+        // takes it out of the state).
         for phase in [Phase::Put, Phase::Freed] {
-            let mut st = state(phase);
-            assert!(st.take_data_release());
-            assert!(!st.take_data_release());
+            assert!(state(phase).data_may_go());
+            assert!(state(phase).take_data().is_none());
         }
         // A callback still running keeps it, even once put.
         let mut st = state(Phase::Put);
         st.callback_running = true;
-        assert!(!st.take_data_release());
+        assert!(!st.data_may_go());
         st.callback_running = false;
-        assert!(st.take_data_release());
+        assert!(st.data_may_go());
     }
 
     #[test]
@@ -456,6 +456,11 @@ mod suite {
         for phase in [Phase::Putting, Phase::Put, Phase::Freed] {
             assert_eq!(state(phase).begin_call(), Err(EFAULT));
         }
+        // An unmap counts in flight only for a recorded mapping, which it forgets.
+        assert_eq!(st.begin_unmap(m(2).0), Some(st.table.0));
+        assert_eq!(st.begin_unmap(m(2).0), None);
+        assert_eq!(st.in_flight, 4);
+        assert!(st.mappings.push(m(2)));
         // Any one can go, the first included; what is left stays recorded.
         let ms = &mut st.mappings;
         assert!(ms.remove(m(1).0));
