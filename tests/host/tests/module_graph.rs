@@ -543,3 +543,41 @@ fn imports_point_down_the_layers() {
     }
     assert!(bad.is_empty(), "layer violations:\n  {}", bad.join("\n  "));
 }
+
+/// The logic layer's files with `unsafe` are those docs/architecture.md names in its
+/// paragraph on them.
+#[test]
+fn logic_unsafe_is_what_the_doc_says() {
+    let k = Crate::load();
+    let layers = layers();
+    let logic = &layers
+        .iter()
+        .find(|(name, _)| name.starts_with("logic"))
+        .expect("architecture.md: no logic layer")
+        .1;
+    let mut found = BTreeSet::new();
+    for (m, (file, _)) in &k.files {
+        if m.first().is_some_and(|t| logic.contains(t)) {
+            let src = fs::read_to_string(file).expect("a source file");
+            if lex(&src).contains(&Tok::Ident("unsafe".into())) {
+                found.insert(format!("{}.rs", m.join("/")));
+            }
+        }
+    }
+    let doc = fs::read_to_string(root().join("docs/architecture.md")).expect("architecture.md");
+    let para = doc
+        .split("\n\n")
+        .find(|p| p.starts_with("The logic layer calls no foreign function"))
+        .expect("architecture.md: no paragraph on the logic layer's unsafe");
+    let named: BTreeSet<String> = para
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| s.ends_with(".rs") && !s.contains("tests/"))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        found, named,
+        "the logic layer's files with `unsafe` (left) are not those docs/architecture.md names (right)"
+    );
+}
