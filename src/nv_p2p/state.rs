@@ -118,13 +118,14 @@ pub(super) type RawMapping = Raw<bindings::nvidia_p2p_dma_mapping>;
 
 /// The live DMA mappings of a pin: the first in place (a pin mostly has one peer), any
 /// more in a boxed vector, so that the pin's state stays small (with the client's
-/// record, a pin fits a 192-byte allocation).
+/// record, a pin fits a 192-byte allocation). The first is a pointer, null when there
+/// is none (an `Option` of one would take 16 bytes).
 ///
 /// # Invariants
 ///
-/// `more` holds nothing while `first` is `None`.
+/// No recorded mapping is null, and `more` holds nothing while `first` is null.
 pub(super) struct Mappings {
-    first: Option<RawMapping>,
+    first: RawMapping,
     more: Option<KBox<KVec<RawMapping>>>,
 }
 
@@ -133,14 +134,14 @@ impl Mappings {
     pub(super) fn new() -> Self {
         // INVARIANT: both empty.
         Mappings {
-            first: None,
+            first: Raw(core::ptr::null_mut()),
             more: None,
         }
     }
 
     /// How many are recorded.
     pub(super) fn len(&self) -> usize {
-        usize::from(self.first.is_some()) + self.more.as_ref().map_or(0, |v| v.len())
+        usize::from(!self.first.0.is_null()) + self.more.as_ref().map_or(0, |v| v.len())
     }
 
     /// Makes room for `extra` more, so that that many [`Mappings::push`] succeed.
@@ -159,11 +160,15 @@ impl Mappings {
         Ok(())
     }
 
-    /// Records `m`; `false` if there was no room (see [`Mappings::reserve`]).
+    /// Records `m`; `false` if there was no room (see [`Mappings::reserve`]) or `m` is
+    /// null.
     pub(super) fn push(&mut self, m: RawMapping) -> bool {
-        if self.first.is_none() {
-            // INVARIANT: `first` is set before `more` takes anything.
-            self.first = Some(m);
+        if m.0.is_null() {
+            return false;
+        }
+        if self.first.0.is_null() {
+            // INVARIANT: not null; `first` is set before `more` takes anything.
+            self.first = m;
             return true;
         }
         self.more
@@ -173,9 +178,16 @@ impl Mappings {
 
     /// Forgets the mapping at `raw`; whether it was recorded.
     pub(super) fn remove(&mut self, raw: *mut bindings::nvidia_p2p_dma_mapping) -> bool {
-        if self.first.as_ref().is_some_and(|m| m.0 == raw) {
+        if raw.is_null() {
+            return false;
+        }
+        if self.first.0 == raw {
             // INVARIANT: a vector element, if any, takes the first place.
-            self.first = self.more.as_mut().and_then(|v| v.pop());
+            self.first = self
+                .more
+                .as_mut()
+                .and_then(|v| v.pop())
+                .unwrap_or(Raw(core::ptr::null_mut()));
             return true;
         }
         let Some(more) = self.more.as_mut() else {
@@ -191,7 +203,9 @@ impl Mappings {
     pub(super) fn take(&mut self) -> impl Iterator<Item = RawMapping> {
         // INVARIANT: both emptied.
         let more = self.more.take().map(KBox::into_inner);
-        Iterator::chain(self.first.take().into_iter(), more.into_iter().flatten())
+        let first = core::mem::replace(&mut self.first, Raw(core::ptr::null_mut()));
+        let first = (!first.0.is_null()).then_some(first);
+        Iterator::chain(first.into_iter(), more.into_iter().flatten())
     }
 }
 

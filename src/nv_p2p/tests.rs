@@ -452,6 +452,10 @@ mod suite {
             assert!(st.mappings.push(m(i)));
         }
         assert_eq!(st.mappings.len(), 3);
+        // A null mapping is never recorded (null marks the empty first place).
+        assert!(!st.mappings.push(Raw(core::ptr::null_mut())));
+        assert!(!st.mappings.remove(core::ptr::null_mut()));
+        assert_eq!(st.mappings.len(), 3);
         // Not once the pin is put or freed.
         for phase in [Phase::Putting, Phase::Put, Phase::Freed] {
             assert_eq!(state(phase).begin_call(), Err(EFAULT));
