@@ -8,8 +8,9 @@
 //! context: the box made from what `acquire` returned, handed back by value to
 //! `release`, which the core calls exactly once per successful acquire.
 //!
-//! Files: `sg` (the core's `sg_table` and the SG lists handed to it), `registration`
-//! (the registered client and the C callbacks). Tests: `copy_name` in the KUnit
+//! Files: `sg` (the core's `sg_table` and the SG lists handed to it), `callbacks` (the
+//! C callbacks the core makes, and the slots they find their client through),
+//! `registration` (the registered client). Tests: `copy_name` in the KUnit
 //! suite `peermem_peer_mem`; the fake core's suites and the client suites in
 //! `tests/` drive every callback (docs/testing.md).
 
@@ -36,6 +37,7 @@ use crate::{
     }, //
 };
 
+mod callbacks;
 mod registration;
 mod sg;
 
