@@ -51,6 +51,9 @@ unsafe impl<T> Send for Raw<T> {}
 /// - `in_flight` counts driver calls on `table` (map, unmap) not yet returned; a map
 ///   starts only in `Live`, an unmap only while `table` is non-null and no callback
 ///   has started.
+/// - `data` is the driver's reference on the pin's record, from just before a callback
+///   pin's `get_pages` until it is taken out ([`PinState::take_data`]): while a
+///   callback may still run with it, it stays here.
 pub(super) struct PinState {
     pub(super) phase: Phase,
     pub(super) table: Raw<bindings::nvidia_p2p_page_table>,
