@@ -10,6 +10,7 @@
 #                   skips the latter); ends with "N passed, N failed"
 #   make test-debug only the debug-VM part of make test (KASAN, kmemleak, ...; docs/debug-kernel.md)
 #   make bench      benchmark against nvidia-peermem's pinning strategy (build/bench/report)
+#   make bench-kit  one archive for a bench run on a KVM host with nothing installed (build/)
 #   make bench-publish  copy that report into docs/bench
 #   make check      rustfmt and clippy with the kernel's settings
 #   make cli-docs   manual pages and shell completions of peermem and bench-report (build/cli-docs)
@@ -70,7 +71,7 @@ export LIBCLANG_PATH ?= /usr/lib/llvm-19/lib
 KBUILD_EXTRA_SYMBOLS ?=
 
 FORCE:
-.PHONY: FORCE all modules dropin toolchain setup kernel run test test-debug bench bench-publish check cli-docs fmt clean \
+.PHONY: FORCE all modules dropin toolchain setup kernel run test test-debug bench bench-kit bench-publish check cli-docs fmt clean \
 	install install-dropin install-tool uninstall install-dkms install-dkms-dropin deb test-install
 
 all: modules
@@ -113,6 +114,11 @@ test-debug: setup
 # A benchmark, not a test: peermem side by side with nvidia-peermem's strategy.
 bench: setup
 	@$(ROOT)/scripts/bench
+
+# One archive for a bench run on another host with KVM and nothing installed
+# (build/peermem-bench-kit.tar.gz; docs/bench, "The KVM run").
+bench-kit: setup
+	@$(ROOT)/scripts/bench-kit
 
 # Copies the last `make bench` report (build/bench/report) into the tracked docs/bench.
 bench-publish:

@@ -56,6 +56,10 @@ pub enum Cmd {
         /// `--json`, `--root`.
         #[command(flatten)]
         common: Common,
+        /// Prometheus text format for node_exporter's textfile collector: peermem's
+        /// counters (peermem_*) and the peer-memory core's (peermem_core_*)
+        #[arg(long, conflicts_with = "json")]
+        prometheus: bool,
     },
     /// Checks this host for peermem and GPUDirect RDMA
     ///
@@ -66,8 +70,8 @@ pub enum Cmd {
         #[command(flatten)]
         common: Common,
         /// Use FILE as `nvidia-smi -q` output (default: <root>/nvidia-smi-q.txt if
-        /// present, else, when --root is /, NVML (libnvidia-ml.so.1), else nvidia-smi -q,
-        /// killed after 10 s)
+        /// present, else, when --root is /, NVML (libnvidia-ml.so.1; not in statically
+        /// linked builds), else nvidia-smi -q, killed after 10 s)
         #[arg(long, value_name = "FILE", conflicts_with = "no_nvidia_smi")]
         nvidia_smi_output: Option<PathBuf>,
         /// Skip the GPU checks (BAR1, MIG, confidential compute: NVML or nvidia-smi)

@@ -3,7 +3,7 @@
 //! `peermem`: inspect the peermem GPUDirect RDMA module and check a host for it.
 //!
 //! ```text
-//! peermem status [--json] [--root DIR]
+//! peermem status [--json | --prometheus] [--root DIR]
 //! peermem doctor [--json] [--root DIR] [--nvidia-smi-output FILE | --no-nvidia-smi]
 //! peermem --version
 //! ```
@@ -44,8 +44,15 @@ fn gpu_facts(
     if !root.is_live() {
         return Ok(None);
     }
-    if let Ok(report) = nvml::query() {
-        return Ok(Some(report));
+    // NVML is a shared library loaded with dlopen, which a statically linked binary
+    // cannot do safely: the library brings the host's libc.so.6 into a process whose
+    // libc is the build machine's, and any version difference crashes it (a static
+    // build from Debian 12's glibc 2.36 died of SIGFPE on the lent H200 host's Ubuntu
+    // 24.04, glibc 2.39). Static builds ask nvidia-smi, a separate process.
+    if !cfg!(target_feature = "crt-static") {
+        if let Ok(report) = nvml::query() {
+            return Ok(Some(report));
+        }
     }
     match nvsmi::query("nvidia-smi", nvsmi::TIMEOUT) {
         Ok(text) => Ok(Some(nvsmi::parse(&text))),
@@ -57,10 +64,17 @@ fn gpu_facts(
     }
 }
 
-fn status(common: &Common) -> ExitCode {
-    match status::read(&Root::new(&common.root)) {
+fn status(common: &Common, prometheus: bool) -> ExitCode {
+    let root = Root::new(&common.root);
+    match status::read(&root) {
         Ok(s) => {
-            if common.json {
+            if prometheus {
+                let core = status::read_core(&root);
+                print!(
+                    "{}",
+                    status::render_prometheus(&s, status::loaded_module(&root), &core)
+                );
+            } else if common.json {
                 println!("{}", status::render_json(&s));
             } else {
                 print!("{}", status::render_text(&s));
@@ -113,7 +127,7 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Cmd::Status { common } => status(&common),
+        Cmd::Status { common, prometheus } => status(&common, prometheus),
         Cmd::Doctor {
             common,
             nvidia_smi_output,

@@ -5,6 +5,7 @@
 //! output gives, without running a program or parsing text whose format may change.
 //! Where NVML cannot be loaded or answers nothing, doctor falls back to nvidia-smi.
 
+use nvml_wrapper::enum_wrappers::device::Brand;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Nvml;
 
@@ -24,6 +25,29 @@ pub fn mig_word(mode: u32) -> &'static str {
         "Enabled"
     } else {
         "Disabled"
+    }
+}
+
+/// A product brand as nvidia-smi prints it (`Product Brand`).
+pub fn brand_word(brand: &Brand) -> &'static str {
+    match brand {
+        Brand::Unknown => "Unknown",
+        Brand::Quadro => "Quadro",
+        Brand::Tesla => "Tesla",
+        Brand::NVS => "NVS",
+        Brand::GRID => "GRID",
+        Brand::GeForce => "GeForce",
+        Brand::Titan => "Titan",
+        Brand::VApps => "NVIDIA Virtual Applications",
+        Brand::VPC => "NVIDIA Virtual PC",
+        Brand::VCS => "NVIDIA Virtual Compute Server",
+        Brand::VWS => "NVIDIA RTX Virtual Workstation",
+        Brand::CloudGaming | Brand::VGaming => "NVIDIA Cloud Gaming",
+        Brand::QuadroRTX => "Quadro RTX",
+        Brand::NvidiaRTX => "NVIDIA RTX",
+        Brand::Nvidia => "NVIDIA",
+        Brand::GeForceRTX => "GeForce RTX",
+        Brand::TitanRTX => "Titan RTX",
     }
 }
 
@@ -53,6 +77,9 @@ pub fn query() -> Result<Report, String> {
         report.gpus.push(Gpu {
             bus_id: d.pci_info().map_err(err)?.bus_id,
             name: optional(d.name()).map_err(err)?,
+            brand: optional(d.brand())
+                .map_err(err)?
+                .map(|b| brand_word(&b).to_owned()),
             bar1_total_mib: bar1.as_ref().map(|b| mib(b.total)),
             bar1_used_mib: bar1.as_ref().map(|b| mib(b.used)),
             bar1_free_mib: bar1.as_ref().map(|b| mib(b.free)),

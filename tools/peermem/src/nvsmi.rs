@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! The facts `peermem doctor` takes from `nvidia-smi -q`: per GPU, BAR1 usage, MIG
-//! mode and confidential-compute state.
+//! The facts `peermem doctor` takes from `nvidia-smi -q`: per GPU, product name and
+//! brand, BAR1 usage, MIG mode and confidential-compute state.
 //!
 //! `nvidia-smi -q` prints `Key : value` lines and value-less section headers, nested
 //! by indentation; each GPU starts with an unindented `GPU <bus id>` line. Its format is
@@ -15,6 +15,8 @@ pub struct Gpu {
     pub bus_id: String,
     /// `Product Name`, if given.
     pub name: Option<String>,
+    /// `Product Brand` (`NVIDIA`, `GeForce`, `Quadro`, ...), if given.
+    pub brand: Option<String>,
     /// BAR1 total, used and free, MiB (`BAR1 Memory Usage`).
     pub bar1_total_mib: Option<u64>,
     /// BAR1 used, MiB.
@@ -147,6 +149,7 @@ pub fn parse(text: &str) -> Report {
             ("BAR1 Memory Usage", "Free") => gpu.bar1_free_mib = mib(value),
             ("MIG Mode", "Current") => gpu.mig_current = Some(value.to_owned()),
             (_, "Product Name") if stack.len() == 1 => gpu.name = Some(value.to_owned()),
+            (_, "Product Brand") if stack.len() == 1 => gpu.brand = Some(value.to_owned()),
             _ if is_cc_key(section, key) => gpu.cc = Some(value.to_owned()),
             _ => {}
         }

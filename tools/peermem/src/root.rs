@@ -121,6 +121,17 @@ impl Root {
             && std::fs::symlink_metadata(self.path(abs)).is_ok_and(|m| m.file_type().is_symlink())
     }
 
+    /// Where `abs` leads once every symbolic link is followed, as an absolute host
+    /// path (`/sys/bus/pci/devices/0000:18:00.0` -> `/sys/devices/pci0000:15/...`);
+    /// `None` if it does not exist or leads out of this root.
+    pub fn resolve(&self, abs: &str) -> Option<String> {
+        self.check(abs).ok()?;
+        let real = self.note(abs, std::fs::canonicalize(self.path(abs))).ok()?;
+        let base = std::fs::canonicalize(&self.base).ok()?;
+        let rel = real.strip_prefix(&base).ok()?;
+        Some(format!("/{}", rel.to_str()?))
+    }
+
     /// The names in directory `abs`, sorted; empty if it is missing or unreadable.
     pub fn list(&self, abs: &str) -> Vec<String> {
         let rd = self

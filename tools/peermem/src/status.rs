@@ -21,7 +21,7 @@ use crate::Root;
 pub const DEBUGFS_DIR: &str = "/sys/kernel/debug/peermem";
 
 /// The counters the module is known to write, in its order; the rest are kept as-is.
-pub const KNOWN_STATS: [&str; 16] = [
+pub const KNOWN_STATS: [&str; 17] = [
     "registrations",
     "releases",
     "pins",
@@ -29,6 +29,7 @@ pub const KNOWN_STATS: [&str; 16] = [
     "invalidations",
     "free_callbacks",
     "pins_now",
+    "sg_lists_now",
     "bytes_pinned_now",
     "bytes_pinned_peak",
     "refused_bad_range",
@@ -424,4 +425,263 @@ pub fn render_json(s: &Status) -> String {
         status: s,
     };
     serde_json::to_string(&json).expect("a status serializes to JSON")
+}
+
+/// Where the MOFED/DOCA-OFED peer-memory core shows each registered client
+/// (`nv_mem`, `nv_mem_nc`, ...): a `version` file and counters (older cores; docs/abi.md
+/// 2.3).
+pub const MEMORY_PEERS_DIR: &str = "/sys/kernel/mm/memory_peers";
+
+/// The peer-memory core's counters of each client, in the order it declares them.
+pub const CORE_COUNTERS: [(&str, &str); 7] = [
+    (
+        "num_alloc_mrs",
+        "Regions the peer-memory core mapped through this client",
+    ),
+    (
+        "num_dealloc_mrs",
+        "Mapped regions the peer-memory core unmapped or invalidated",
+    ),
+    (
+        "num_reg_pages",
+        "SG table entries of the regions the core mapped",
+    ),
+    (
+        "num_dereg_pages",
+        "SG table entries the core counted at unmapping",
+    ),
+    ("num_reg_bytes", "Bytes of the regions the core mapped"),
+    ("num_dereg_bytes", "Bytes of the regions the core unmapped"),
+    (
+        "num_free_callbacks",
+        "Invalidations the client asked the core for",
+    ),
+];
+
+/// One client of the peer-memory core, from its memory_peers directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoreClient {
+    /// The client's name (`nv_mem`).
+    pub name: String,
+    /// Its `version` file.
+    pub version: Option<String>,
+    /// The counters present, `(file name, value)`, in [`CORE_COUNTERS`] order.
+    pub counters: Vec<(&'static str, u64)>,
+}
+
+/// The peer-memory core's clients under `root`, in name order.
+pub fn read_core(root: &Root) -> Vec<CoreClient> {
+    root.list(MEMORY_PEERS_DIR)
+        .into_iter()
+        .filter(|n| root.is_dir(&format!("{MEMORY_PEERS_DIR}/{n}")))
+        .map(|name| {
+            let dir = format!("{MEMORY_PEERS_DIR}/{name}");
+            CoreClient {
+                version: root.read_trimmed(&format!("{dir}/version")),
+                counters: CORE_COUNTERS
+                    .iter()
+                    .filter_map(|(file, _)| {
+                        let v = root.read_trimmed(&format!("{dir}/{file}"))?;
+                        Some((*file, v.parse().ok()?))
+                    })
+                    .collect(),
+                name,
+            }
+        })
+        .collect()
+}
+
+/// Which peermem module writes the debugfs files: `peermem` or `nvidia_peermem`
+/// (the drop-in), by `/sys/module`; `None` if neither (or both) is loaded.
+pub fn loaded_module(root: &Root) -> Option<&'static str> {
+    match (
+        root.is_dir("/sys/module/peermem"),
+        root.is_dir("/sys/module/nvidia_peermem"),
+    ) {
+        (true, false) => Some("peermem"),
+        (false, true) => Some("nvidia_peermem"),
+        _ => None,
+    }
+}
+
+/// How peermem's known counters are exported: the `stats` name, whether it is a gauge
+/// (else a counter, named with `_total`), and its help text.
+const STAT_HELP: [(&str, bool, &str); 17] = [
+    (
+        "registrations",
+        false,
+        "Registrations of GPU memory peermem claimed",
+    ),
+    ("releases", false, "Registrations released"),
+    ("pins", false, "GPU pins made (one nvidia.ko pin each)"),
+    (
+        "pin_reuses",
+        false,
+        "Registrations served by an existing pin",
+    ),
+    (
+        "invalidations",
+        false,
+        "Invalidations delivered to the peer-memory core",
+    ),
+    (
+        "free_callbacks",
+        false,
+        "Free callbacks received from nvidia.ko",
+    ),
+    ("pins_now", true, "GPU pins alive now"),
+    (
+        "sg_lists_now",
+        true,
+        "SG lists built by dma_map and not yet freed",
+    ),
+    ("bytes_pinned_now", true, "Bytes of GPU memory pinned now"),
+    (
+        "bytes_pinned_peak",
+        true,
+        "Most bytes of GPU memory pinned at once",
+    ),
+    (
+        "refused_bad_range",
+        false,
+        "Registrations refused: zero length or an overflowing range",
+    ),
+    (
+        "refused_bar1_exhausted",
+        false,
+        "Registrations refused: GPU BAR1 space exhausted (ENOMEM)",
+    ),
+    (
+        "refused_pin_failed",
+        false,
+        "Registrations refused: nvidia.ko refused to pin the memory",
+    ),
+    (
+        "refused_not_pci",
+        false,
+        "Registrations refused: the RDMA device is not a PCI function",
+    ),
+    (
+        "refused_dma_map_failed",
+        false,
+        "Registrations refused: nvidia.ko could not map the GPU pages for the RDMA device",
+    ),
+    (
+        "refused_freed",
+        false,
+        "Registrations refused: the GPU memory was freed during registration",
+    ),
+    (
+        "refused_no_memory",
+        false,
+        "Registrations refused: out of memory for peermem's bookkeeping",
+    ),
+];
+
+/// `name` made a valid metric-name part: every character outside `[a-zA-Z0-9_]`
+/// becomes `_`.
+fn metric_part(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// `v` as a label value (backslash, quote and newline escaped).
+fn label_value(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// One metric family: HELP, TYPE, then its samples (`{labels} value`).
+fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(String, u64)]) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    for (labels, value) in samples {
+        let _ = writeln!(out, "{name}{labels} {value}");
+    }
+}
+
+/// The node_exporter textfile-collector rendering (Prometheus text format 0.0.4):
+/// peermem's counters as `peermem_<name>_total` (counters) or `peermem_<name>`
+/// (gauges), labelled `{module="..."}` when the loaded module is known; counters the
+/// tool does not know as `untyped`; and the peer-memory core's clients' counters as
+/// `peermem_core_<name>_total{client="..."}` with `peermem_core_client_info`
+/// (its version). Non-numeric values are left out.
+pub fn render_prometheus(s: &Status, module: Option<&str>, core: &[CoreClient]) -> String {
+    let mut out = String::new();
+    let labels = module
+        .map(|m| format!("{{module=\"{}\"}}", label_value(m)))
+        .unwrap_or_default();
+    for (name, value) in &s.stats.entries {
+        let Value::Num(v) = value else { continue };
+        let sample = [(labels.clone(), *v)];
+        match STAT_HELP.iter().find(|(n, _, _)| n == name) {
+            Some((_, true, help)) => {
+                family(&mut out, &format!("peermem_{name}"), "gauge", help, &sample)
+            }
+            Some((_, false, help)) => family(
+                &mut out,
+                &format!("peermem_{name}_total"),
+                "counter",
+                help,
+                &sample,
+            ),
+            None => family(
+                &mut out,
+                &format!("peermem_{}", metric_part(name)),
+                "untyped",
+                &format!("peermem debugfs counter {name} (not known to this peermem tool)"),
+                &sample,
+            ),
+        }
+    }
+    let info: Vec<(String, u64)> = core
+        .iter()
+        .map(|c| {
+            (
+                format!(
+                    "{{client=\"{}\",version=\"{}\"}}",
+                    label_value(&c.name),
+                    label_value(c.version.as_deref().unwrap_or(""))
+                ),
+                1,
+            )
+        })
+        .collect();
+    if !info.is_empty() {
+        family(
+            &mut out,
+            "peermem_core_client_info",
+            "gauge",
+            "A client registered with the peer-memory core (/sys/kernel/mm/memory_peers), with its version",
+            &info,
+        );
+    }
+    for (file, help) in CORE_COUNTERS {
+        let samples: Vec<(String, u64)> = core
+            .iter()
+            .filter_map(|c| {
+                let (_, v) = c.counters.iter().find(|(f, _)| *f == file)?;
+                Some((format!("{{client=\"{}\"}}", label_value(&c.name)), *v))
+            })
+            .collect();
+        if !samples.is_empty() {
+            let name = file.trim_start_matches("num_");
+            family(
+                &mut out,
+                &format!("peermem_core_{name}_total"),
+                "counter",
+                help,
+                &samples,
+            );
+        }
+    }
+    out
 }

@@ -73,7 +73,7 @@ fn json_check<'a>(v: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
 }
 
 #[test]
-fn dev_vm_with_fakes_is_ready_but_warns_about_detection() {
+fn dev_vm_with_fakes_has_no_hca_and_warns_about_detection() {
     let r = run("healthy-dev-vm");
     // The module was built on the host: the VM has no build tree to rebuild it.
     assert_eq!(verdict(&r, "kernel-rust"), Verdict::Warn);
@@ -112,10 +112,15 @@ fn dev_vm_with_fakes_is_ready_but_warns_about_detection() {
     for id in ["bar1", "mig", "confidential-compute"] {
         assert_eq!(verdict(&r, id), Verdict::NotApplicable, "{id}");
     }
-    assert!(r.ready());
-    assert!(r
-        .summary()
-        .starts_with("verdict: ready, 2 warning(s); first: kernel-rust"));
+    // The VM has the fakes but no HCA: GPUDirect RDMA has no device to reach.
+    assert_eq!(verdict(&r, "hca"), Verdict::Fail);
+    assert!(!r.ready());
+    assert_eq!(r.first_fail().unwrap().id, "hca");
+    assert_eq!(r.first_warn().unwrap().id, "kernel-rust");
+    assert_eq!(verdict(&r, "boot-load"), Verdict::Warn);
+    for id in ["symbol-errors", "gpu-product", "pcie-path"] {
+        assert_eq!(verdict(&r, id), Verdict::NotApplicable, "{id}");
+    }
     assert_eq!(verdict(&r, "pin-mode"), Verdict::Ok);
     assert!(detail(&r, "pin-mode").starts_with("persistent pins (persistent_api_support=1"));
     assert_eq!(verdict(&r, "module-signature"), Verdict::Ok);
@@ -123,7 +128,7 @@ fn dev_vm_with_fakes_is_ready_but_warns_about_detection() {
     // No kernel configuration in the recorded tree: nothing to compare compilers with.
     assert_eq!(verdict(&r, "toolchain"), Verdict::NotApplicable);
     assert_eq!(verdict(&r, "kernel-release"), Verdict::Ok);
-    assert_eq!(r.checks.len(), 15);
+    assert_eq!(r.checks.len(), 20);
 }
 
 #[test]
@@ -265,8 +270,12 @@ fn callback_mode_warns_about_the_lock_hazard() {
         .as_deref()
         .unwrap()
         .contains("persistent_api_support=1"));
-    // A warning, not a failure: the host still works.
-    assert!(r.ready());
+    // A warning, not a failure: only the dev VM's missing HCA fails.
+    assert_eq!(r.first_fail().unwrap().id, "hca");
+    assert!(r
+        .checks
+        .iter()
+        .all(|c| c.verdict != Verdict::Fail || c.id == "hca"));
 }
 
 #[test]
@@ -292,7 +301,10 @@ fn pin_mode_is_read_from_debugfs_where_sysfs_has_no_parameters() {
 /// 7.0 builds; Ubuntu's gcc, gcc-15 and rustc-1.93 installed. The driver, module and
 /// `nvidia-smi -q` files are the former 6.14 fixture's (tests/fixtures/kernel-6.14).
 /// driver-530, missing-core, nvidia-own-peermem, old-driver-510 and
-/// proprietary-driver run on the same Ubuntu layout.
+/// proprietary-driver run on the same Ubuntu layout. All six have the same PCIe and
+/// RDMA sysfs (a GPU and a ConnectX-7 below one PCIe switch: tests/doctor_host.rs);
+/// healthy-h100 also has peermem-dropin-dkms's /etc/modules-load.d/peermem.conf and its
+/// boot log as /dmesg.txt.
 #[test]
 fn h100_with_dropin_is_ready() {
     let r = run("healthy-h100");

@@ -7,13 +7,20 @@
 //! fix: checks run in the order a user would fix them (kernel, module, driver, core,
 //! platform).
 
+mod gpu;
 mod kernel;
+mod logs;
+mod pcie;
+mod rdma;
 mod toolchain;
 
+pub use gpu::is_geforce;
 pub use kernel::{
     release_version, rust_build_files, supported_kernels, supported_list, Config, RUST_BUILD_FILES,
     SUPPORTED_KERNELS_FILE,
 };
+pub use logs::{kernel_log, DMESG_FILE};
+pub use pcie::{acs_control, acs_flags, acs_redirects, Acs, Level, ACS_CAP_ID};
 pub use toolchain::toolchain_in;
 
 use std::fmt::{self, Write};
@@ -215,6 +222,8 @@ struct Host<'a> {
     kallsyms: Option<String>,
     driver: Option<(DriverVersion, String)>,
     smi: Option<nvsmi::Report>,
+    /// The kernel log, or why it could not be read.
+    log: Result<String, String>,
 }
 
 impl Host<'_> {
@@ -317,22 +326,75 @@ pub fn run_with(root: &Root, gpus: Option<nvsmi::Report>) -> Report {
         kallsyms: root.read("/proc/kallsyms"),
         driver: driver_version(root, smi.as_ref()),
         smi,
+        log: logs::kernel_log(root),
     };
     let mut checks = vec![
         kernel::kernel_rust(&host),
         kernel::kernel_release(&host),
         peermem_module(&host),
+        logs::symbol_errors(&host),
         app_detection(&host),
         nvidia_driver(&host),
     ];
     checks.extend(nvidia_version(&host));
+    checks.push(gpu::gpu_product(&host));
     checks.push(peer_memory_core(&host));
+    checks.push(rdma::hca(&host));
     checks.push(pin_mode(&host));
     checks.push(module_signature(&host));
+    checks.push(boot_load(&host));
     checks.push(toolchain::toolchain(&host));
     checks.push(iommu(&host));
+    checks.push(pcie::pcie_path(&host));
     checks.extend(smi_checks(&host));
     Report { checks }
+}
+
+/// Where systemd-modules-load reads the modules to load at boot, in its order.
+pub const MODULES_LOAD_DIRS: [&str; 4] = [
+    "/etc/modules-load.d",
+    "/run/modules-load.d",
+    "/usr/lib/modules-load.d",
+    "/lib/modules-load.d",
+];
+
+/// Is a peermem module loaded at boot? `make install` and the Debian packages write
+/// `/etc/modules-load.d/peermem.conf` naming `peermem` or `nvidia-peermem`.
+fn boot_load(h: &Host<'_>) -> Check {
+    const ID: &str = "boot-load";
+    let mut found = Vec::new();
+    for dir in MODULES_LOAD_DIRS {
+        for name in h.root.list(dir) {
+            if !name.ends_with(".conf") {
+                continue;
+            }
+            let file = format!("{dir}/{name}");
+            let text = h.root.read(&file).unwrap_or_default();
+            for line in text.lines().map(str::trim) {
+                if line.starts_with('#') || line.starts_with(';') {
+                    continue;
+                }
+                if [NATIVE, DROPIN, "nvidia-peermem"].contains(&line) {
+                    found.push(format!("{file} loads {line}"));
+                }
+            }
+        }
+    }
+    if found.is_empty() {
+        return Check::new(
+            ID,
+            Verdict::Warn,
+            format!(
+                "no {} file names peermem or nvidia-peermem: the module is gone after a reboot",
+                MODULES_LOAD_DIRS.map(|d| format!("{d}/*.conf")).join(", ")
+            ),
+        )
+        .fix(
+            "echo nvidia-peermem > /etc/modules-load.d/peermem.conf (or peermem for the \
+             native build); make install and the Debian packages write this file",
+        );
+    }
+    Check::new(ID, Verdict::Ok, found.join("; "))
 }
 
 fn params(h: &Host<'_>, module: &str) -> String {

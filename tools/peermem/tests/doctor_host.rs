@@ -1,0 +1,727 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The host checks of `peermem doctor` (`symbol-errors`, `gpu-product`, `hca`,
+//! `boot-load`, `pcie-path`) on recorded trees, each with its good and bad verdicts.
+//!
+//! The base tree is tests/fixtures/healthy-h100 (an Ubuntu 26.04 H100 host, see
+//! tests/doctor.rs), whose sysfs was written (by hand, not dumped from one machine) in
+//! the layout Linux gives a GPU and a ConnectX-7 below one PCIe switch, as on H100
+//! servers that pair each GPU with a NIC behind a Broadcom PEX89000-series switch; the
+//! vendor, device and class ids are those products' own:
+//!
+//! ```text
+//! /sys/devices/pci0000:15                         host bridge (NUMA node 0)
+//!   0000:15:01.0                                  root port (8086:352a, class 0x060400)
+//!     0000:16:00.0                                switch upstream port (1000:c030)
+//!       0000:17:00.0                              switch downstream port (1000:c030)
+//!         0000:18:00.0                            H100 SXM5 (10de:2330, class 0x030200)
+//!       0000:17:01.0                              switch downstream port
+//!         0000:19:00.0                            ConnectX-7 (15b3:1021, class 0x020700)
+//!           infiniband/mlx5_0                     ports/1: 4: ACTIVE, 5: LinkUp
+//! ```
+//!
+//! with `/sys/bus/pci/devices/<bdf>` and `/sys/class/infiniband/mlx5_0` as relative
+//! links into it (as sysfs makes them), `driver` links to `/sys/bus/pci/drivers/*`, and
+//! the downstream ports' `config` (4096 bytes: AER at 0x100, ACS at 0x138 with every
+//! control bit clear, as on bare metal with the IOMMU in passthrough and ACS off in
+//! firmware). The variants below change that tree the way the named host differs.
+
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+use peermem_tool::doctor::{self, Acs, Report, Verdict};
+use peermem_tool::Root;
+
+fn fixture(case: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(case)
+}
+
+/// A fresh scratch directory for a test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("peermem-host-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `from` copied to `to` (files, directories and symbolic links as they are).
+fn copy_tree(from: &Path, to: &Path) {
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let t = e.file_type().unwrap();
+        if t.is_symlink() {
+            symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
+        } else if t.is_dir() {
+            std::fs::create_dir_all(&dst).unwrap();
+            copy_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+/// A scratch copy of fixture `case`.
+fn copy_of(case: &str, name: &str) -> PathBuf {
+    let dir = scratch(name);
+    copy_tree(&fixture(case), &dir);
+    dir
+}
+
+/// Doctor on a tree, taking nvidia-smi output from the tree (as the binary does).
+fn run_at(dir: &Path) -> Report {
+    let root = Root::new(dir);
+    let text = root.read("/nvidia-smi-q.txt");
+    doctor::run(&root, text.as_deref())
+}
+
+fn run(case: &str) -> Report {
+    run_at(&fixture(case))
+}
+
+fn check<'a>(r: &'a Report, id: &str) -> &'a doctor::Check {
+    r.get(id).unwrap_or_else(|| panic!("no check {id}"))
+}
+
+fn write(dir: &Path, abs: &str, contents: impl AsRef<[u8]>) {
+    let p = dir.join(abs.trim_start_matches('/'));
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, contents).unwrap();
+}
+
+/// The healthy-h100 tree's downstream-port configuration space, with ACS control
+/// `ctl` (the capability sits at 0x138; its control register at 0x13e).
+fn dsp_config(dir: &Path, bdf: &str, ctl: u16) {
+    let p = dir.join("sys/bus/pci/devices").join(bdf).join("config");
+    let mut config = std::fs::read(&p).unwrap();
+    assert_eq!(doctor::acs_control(&config), Acs::Control(0), "{bdf}");
+    config[0x13e..0x140].copy_from_slice(&ctl.to_le_bytes());
+    std::fs::write(&p, config).unwrap();
+}
+
+/// A PCI function at `/sys/devices/<path>` with its ids and NUMA node, and its
+/// `/sys/bus/pci/devices` link (relative, as sysfs makes it).
+fn function(dir: &Path, path: &str, ids: (&str, &str, &str), numa: i32) {
+    let d = format!("/sys/devices/{path}");
+    write(dir, &format!("{d}/vendor"), format!("{}\n", ids.0));
+    write(dir, &format!("{d}/device"), format!("{}\n", ids.1));
+    write(dir, &format!("{d}/class"), format!("{}\n", ids.2));
+    write(dir, &format!("{d}/numa_node"), format!("{numa}\n"));
+    let bdf = path.rsplit('/').next().unwrap();
+    std::fs::create_dir_all(dir.join("sys/bus/pci/devices")).unwrap();
+    let link = dir.join("sys/bus/pci/devices").join(bdf);
+    let _ = std::fs::remove_file(&link);
+    symlink(format!("../../../devices/{path}"), link).unwrap();
+}
+
+/// RDMA device `name` of the PCI function at `/sys/devices/<path>`, port 1 in `state`.
+fn rdma_device(dir: &Path, name: &str, path: &str, state: (&str, &str)) {
+    let d = format!("/sys/devices/{path}/infiniband/{name}");
+    let bdf = path.rsplit('/').next().unwrap();
+    std::fs::create_dir_all(dir.join(d.trim_start_matches('/'))).unwrap();
+    symlink(
+        format!("../../../{bdf}"),
+        dir.join(d.trim_start_matches('/')).join("device"),
+    )
+    .unwrap();
+    write(dir, &format!("{d}/ports/1/state"), format!("{}\n", state.0));
+    write(
+        dir,
+        &format!("{d}/ports/1/phys_state"),
+        format!("{}\n", state.1),
+    );
+    write(dir, &format!("{d}/ports/1/link_layer"), "InfiniBand\n");
+    symlink(
+        format!("../../devices/{path}/infiniband/{name}"),
+        dir.join("sys/class/infiniband").join(name),
+    )
+    .unwrap();
+}
+
+const CX7: (&str, &str, &str) = ("0x15b3", "0x1021", "0x020700");
+const PEX: (&str, &str, &str) = ("0x1000", "0xc030", "0x060400");
+const ROOT_PORT: (&str, &str, &str) = ("0x8086", "0x352a", "0x060400");
+
+// ---- symbol-errors ----------------------------------------------------------------
+
+/// healthy-h100's /dmesg.txt: the boot log of that host (the kernel command line,
+/// the PCI enumeration lines of the switch port, GPU and ConnectX-7 as Linux 7.0
+/// prints them, mlx5_core's firmware line, NVRM's banner as /proc/driver/nvidia/version
+/// reads, and peermem's own "loaded" line).
+#[test]
+fn a_clean_kernel_log_has_no_symbol_errors() {
+    let r = run("healthy-h100");
+    let c = check(&r, "symbol-errors");
+    assert_eq!(c.verdict, Verdict::Ok, "{c:?}");
+    assert_eq!(
+        c.detail,
+        "the kernel log has no symbol version or unknown-symbol errors for peermem or nvidia_peermem"
+    );
+}
+
+/// The lines the module loader prints (Linux 7.0/7.3 kernel/module/version.c
+/// `check_version`: "%s: disagrees about version of symbol %s"; kernel/module/main.c
+/// `simplify_symbols`: "%s: Unknown symbol %s (err %d)", -EINVAL after a version
+/// mismatch since `resolve_symbol` answers ERR_PTR(-EINVAL)): nvidia-peermem.ko
+/// built against the upstream kernel's ib_core Module.symvers while MOFED's ib_core is
+/// loaded, then the module refused; /sys/module/nvidia_peermem is absent.
+#[test]
+fn a_symbol_version_mismatch_fails_naming_symbol_and_module() {
+    let dir = copy_of("healthy-h100", "crc");
+    std::fs::remove_dir_all(dir.join("sys/module/nvidia_peermem")).unwrap();
+    let mut log = std::fs::read_to_string(dir.join("dmesg.txt")).unwrap();
+    log = log.replace(
+        "[   12.630845] nvidia_peermem: peermem 0.1.0 loaded: persistent pins\n",
+        "[   12.630845] nvidia_peermem: disagrees about version of symbol ib_register_peer_memory_client\n\
+         [   12.630851] nvidia_peermem: Unknown symbol ib_register_peer_memory_client (err -22)\n\
+         [   12.630907] nvidia_peermem: disagrees about version of symbol ib_unregister_peer_memory_client\n\
+         [   12.630910] nvidia_peermem: Unknown symbol ib_unregister_peer_memory_client (err -22)\n",
+    );
+    std::fs::write(dir.join("dmesg.txt"), log).unwrap();
+    let r = run_at(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let c = check(&r, "symbol-errors");
+    assert_eq!(c.verdict, Verdict::Fail);
+    assert_eq!(
+        c.detail,
+        "the kernel refused symbols: nvidia_peermem: disagrees about version of symbol \
+         ib_register_peer_memory_client; nvidia_peermem: disagrees about version of symbol \
+         ib_unregister_peer_memory_client"
+    );
+    let fix = c.fix.as_deref().unwrap();
+    assert!(fix.contains("packaging/find-symvers"), "{fix}");
+    assert!(fix.contains("KBUILD_EXTRA_SYMBOLS"), "{fix}");
+    // The module is not loaded: that fails first, symbol-errors says why.
+    assert_eq!(r.first_fail().unwrap().id, "peermem-module");
+    let ids: Vec<&str> = r.checks.iter().map(|c| c.id).collect();
+    assert_eq!(ids[2..4], ["peermem-module", "symbol-errors"]);
+}
+
+/// `insmod` of peermem.ko without nvidia.ko loaded: nvidia_p2p_get_pages is exported by
+/// nobody (-ENOENT), as dmesg shows it; the other lines are /dev/kmsg records
+/// (`priority,sequence,microseconds,flags;message`), which the tool reads on a live
+/// host.
+#[test]
+fn an_unknown_symbol_fails_naming_the_provider() {
+    let dir = copy_of("healthy-h100", "unknown");
+    std::fs::write(
+        dir.join("dmesg.txt"),
+        "4,1577,12630845,-;peermem: Unknown symbol nvidia_p2p_get_pages (err -2)\n\
+         4,1578,12630850,-;peermem: Unknown symbol nvidia_p2p_put_pages (err -2)\n\
+         [   12.630851] gdrdrv: Unknown symbol nvidia_p2p_get_pages (err -2)\n",
+    )
+    .unwrap();
+    let r = run_at(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let c = check(&r, "symbol-errors");
+    assert_eq!(c.verdict, Verdict::Fail);
+    assert_eq!(
+        c.detail,
+        "the kernel refused symbols: peermem: Unknown symbol nvidia_p2p_get_pages (err -2); \
+         peermem: Unknown symbol nvidia_p2p_put_pages (err -2)"
+    );
+    assert!(c.fix.as_deref().unwrap().contains("modprobe nvidia"));
+}
+
+/// healthy-dev-vm records no kernel log (no /dmesg.txt).
+#[test]
+fn no_recorded_log_is_not_applicable() {
+    let r = run("healthy-dev-vm");
+    let c = check(&r, "symbol-errors");
+    assert_eq!(c.verdict, Verdict::NotApplicable);
+    assert_eq!(c.detail, "no kernel log recorded (/dmesg.txt)");
+}
+
+// ---- gpu-product ------------------------------------------------------------------
+
+/// healthy-h100's `nvidia-smi -q` (Product Name "NVIDIA H100 80GB HBM3", Product Brand
+/// "NVIDIA") and the lent H200's, recorded on that host (Product Brand "NVIDIA").
+#[test]
+fn data_center_gpus_are_fine() {
+    let c = check(&run("healthy-h100"), "gpu-product").clone();
+    assert_eq!(c.verdict, Verdict::Ok);
+    assert_eq!(
+        c.detail,
+        "00000000:18:00.0: NVIDIA H100 80GB HBM3 (brand NVIDIA): a data-center or professional GPU"
+    );
+    let c = check(&run("lent-h200-6.18"), "gpu-product").clone();
+    assert_eq!(c.verdict, Verdict::Ok);
+    assert_eq!(
+        c.detail,
+        "00000000:00:06.0: NVIDIA H200 (brand NVIDIA): a data-center or professional GPU"
+    );
+}
+
+/// tests/fixtures/nvidia-smi/geforce-rtx-4090.txt: `nvidia-smi -q` of a GeForce RTX
+/// 4090 (device 0x2684, Ada Lovelace, Product Brand "GeForce", 32 GiB BAR1 with
+/// Resizable BAR), the fields as the H200 host's output lays them out.
+#[test]
+fn geforce_is_refused_with_the_reason() {
+    let root = Root::new(fixture("healthy-h100"));
+    let smi = std::fs::read_to_string(fixture("nvidia-smi/geforce-rtx-4090.txt")).unwrap();
+    let r = doctor::run(&root, Some(&smi));
+    let c = check(&r, "gpu-product");
+    assert_eq!(c.verdict, Verdict::Fail);
+    assert_eq!(
+        c.detail,
+        "00000000:01:00.0: NVIDIA GeForce RTX 4090 (brand GeForce): GeForce: NVIDIA supports \
+         GPUDirect RDMA on data-center and professional GPUs, not GeForce \
+         (nvidia_p2p_get_pages refuses GeForce memory with -EINVAL)"
+    );
+    assert!(c.fix.as_deref().unwrap().contains("data-center"));
+    assert_eq!(r.first_fail().unwrap().id, "gpu-product");
+}
+
+/// Without a brand (older nvidia-smi), the product name decides; a host with a
+/// GeForce beside a data-center GPU warns.
+#[test]
+fn geforce_by_name_beside_a_data_center_gpu_warns() {
+    let smi = "Driver Version : 580.65.06\n\
+               GPU 00000000:18:00.0\n    Product Name : NVIDIA H100 80GB HBM3\n\
+               GPU 00000000:65:00.0\n    Product Name : NVIDIA GeForce RTX 3090\n";
+    let r = doctor::run(&Root::new(fixture("healthy-h100")), Some(smi));
+    let c = check(&r, "gpu-product");
+    assert_eq!(c.verdict, Verdict::Warn);
+    assert!(
+        c.detail
+            .starts_with("00000000:65:00.0: NVIDIA GeForce RTX 3090: GeForce: "),
+        "{c:?}"
+    );
+    assert!(c
+        .detail
+        .ends_with("GPUDirect RDMA works on the others (00000000:18:00.0: NVIDIA H100 80GB HBM3)"));
+    let r = doctor::run(&Root::new(fixture("healthy-h100")), None);
+    assert_eq!(check(&r, "gpu-product").verdict, Verdict::NotApplicable);
+}
+
+// ---- hca --------------------------------------------------------------------------
+
+/// healthy-h100's mlx5_0: /sys/class/infiniband/mlx5_0 -> the ConnectX-7's
+/// infiniband/mlx5_0, `device` -> ../../../0000:19:00.0, `driver` -> mlx5_core, port 1
+/// `4: ACTIVE` / `5: LinkUp` / `InfiniBand` (what an NDR port with a subnet manager
+/// reads).
+#[test]
+fn an_active_connectx_port_is_fine() {
+    let r = run("healthy-h100");
+    let c = check(&r, "hca");
+    assert_eq!(c.verdict, Verdict::Ok);
+    assert_eq!(
+        c.detail,
+        "mlx5_0 (0000:19:00.0, mlx5_core): port 1 ACTIVE (LinkUp, InfiniBand)"
+    );
+}
+
+/// An InfiniBand port with its link up but no subnet manager on the fabric stays
+/// `2: INIT` with phys_state `5: LinkUp` (what ibstat shows as "State: Initializing,
+/// Physical state: LinkUp"); a second HCA without a cable reads `1: DOWN`, `2: Polling`.
+#[test]
+fn ports_not_active_warn_with_their_states() {
+    let dir = copy_of("healthy-h100", "hca-init");
+    let port = "sys/class/infiniband/mlx5_0/ports/1";
+    write(&dir, &format!("/{port}/state"), "2: INIT\n");
+    let r = run_at(&dir);
+    let c = check(&r, "hca").clone();
+    assert_eq!(c.verdict, Verdict::Warn);
+    assert_eq!(
+        c.detail,
+        "no port is ACTIVE: mlx5_0 (0000:19:00.0, mlx5_core): port 1 INIT (LinkUp)"
+    );
+    let fix = c.fix.unwrap();
+    assert!(
+        fix.starts_with("bring the link up on mlx5_0 port 1: INIT (phys_state 5: LinkUp)"),
+        "{fix}"
+    );
+    assert!(fix.contains("subnet manager"), "{fix}");
+    // One port up, another HCA down: still a warning, naming the one down.
+    write(&dir, &format!("/{port}/state"), "4: ACTIVE\n");
+    let usp = "pci0000:15/0000:15:01.0/0000:16:00.0";
+    function(&dir, &format!("{usp}/0000:17:02.0"), PEX, 0);
+    function(&dir, &format!("{usp}/0000:17:02.0/0000:1a:00.0"), CX7, 0);
+    rdma_device(
+        &dir,
+        "mlx5_1",
+        &format!("{usp}/0000:17:02.0/0000:1a:00.0"),
+        ("1: DOWN", "2: Polling"),
+    );
+    let r = run_at(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let c = check(&r, "hca");
+    assert_eq!(c.verdict, Verdict::Warn);
+    assert_eq!(
+        c.detail,
+        "mlx5_0 (0000:19:00.0, mlx5_core): port 1 ACTIVE (LinkUp, InfiniBand); \
+         mlx5_1 (0000:1a:00.0): port 1 DOWN (Polling)"
+    );
+    assert!(c
+        .fix
+        .as_deref()
+        .unwrap()
+        .starts_with("bring the link up on mlx5_1 port 1: DOWN (phys_state 2: Polling)"));
+}
+
+/// healthy-dev-vm: the QEMU dev VM with the fake nvidia.ko and peer-memory core, and
+/// no RDMA device (no /sys/class/infiniband).
+#[test]
+fn no_rdma_device_fails() {
+    let r = run("healthy-dev-vm");
+    let c = check(&r, "hca");
+    assert_eq!(c.verdict, Verdict::Fail);
+    assert_eq!(
+        c.detail,
+        "no RDMA device: /sys/class/infiniband is empty or missing (ibv_devices lists nothing)"
+    );
+    assert!(c.fix.as_deref().unwrap().contains("modprobe mlx5_ib"));
+}
+
+/// Soft-RoCE: `rdma link add rxe0 type rxe netdev enp0s3` makes
+/// /sys/devices/virtual/infiniband/rxe0 (no PCI parent, a `parent` file naming the
+/// netdev, an Ethernet port).
+#[test]
+fn only_software_rdma_fails() {
+    let dir = copy_of("healthy-dev-vm", "rxe");
+    let d = "/sys/devices/virtual/infiniband/rxe0";
+    write(&dir, &format!("{d}/parent"), "enp0s3\n");
+    write(&dir, &format!("{d}/ports/1/state"), "4: ACTIVE\n");
+    write(&dir, &format!("{d}/ports/1/phys_state"), "5: LinkUp\n");
+    write(&dir, &format!("{d}/ports/1/link_layer"), "Ethernet\n");
+    std::fs::create_dir_all(dir.join("sys/class/infiniband")).unwrap();
+    symlink(
+        "../../devices/virtual/infiniband/rxe0",
+        dir.join("sys/class/infiniband/rxe0"),
+    )
+    .unwrap();
+    let r = run_at(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let c = check(&r, "hca");
+    assert_eq!(c.verdict, Verdict::Fail);
+    assert_eq!(
+        c.detail,
+        "no HCA: only software RDMA devices (rxe0), which cannot DMA to GPU memory"
+    );
+    assert_eq!(check(&r, "pcie-path").verdict, Verdict::NotApplicable);
+}
+
+// ---- boot-load --------------------------------------------------------------------
+
+/// healthy-h100 has peermem-dropin-dkms installed: /etc/modules-load.d/peermem.conf as
+/// scripts/deb writes it (a comment line, then `nvidia-peermem`).
+#[test]
+fn the_packages_boot_entry_is_found() {
+    let r = run("healthy-h100");
+    let c = check(&r, "boot-load");
+    assert_eq!(c.verdict, Verdict::Ok);
+    assert_eq!(
+        c.detail,
+        "/etc/modules-load.d/peermem.conf loads nvidia-peermem"
+    );
+    // A distribution's file under /usr/lib naming nvidia_peermem counts too.
+    let dir = copy_of("healthy-h100", "boot-usr-lib");
+    std::fs::remove_dir_all(dir.join("etc/modules-load.d")).unwrap();
+    write(
+        &dir,
+        "/usr/lib/modules-load.d/nvidia-peermem.conf",
+        "nvidia_peermem\n",
+    );
+    let r = run_at(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(
+        check(&r, "boot-load").detail,
+        "/usr/lib/modules-load.d/nvidia-peermem.conf loads nvidia_peermem"
+    );
+}
+
+/// A module loaded by hand (`modprobe nvidia-peermem`) with no boot entry, or one
+/// commented out (`#nvidia-peermem`).
+#[test]
+fn no_boot_entry_warns() {
+    let dir = copy_of("healthy-h100", "boot-none");
+    write(
+        &dir,
+        "/etc/modules-load.d/peermem.conf",
+        "# peermem-dropin-dkms: load the GPUDirect RDMA peer-memory client at boot.\n#nvidia-peermem\n",
+    );
+    write(
+        &dir,
+        "/etc/modules-load.d/modules.conf",
+        "# /etc/modules\nloop\n",
+    );
+    let r = run_at(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let c = check(&r, "boot-load");
+    assert_eq!(c.verdict, Verdict::Warn);
+    assert!(
+        c.detail
+            .ends_with("names peermem or nvidia-peermem: the module is gone after a reboot"),
+        "{c:?}"
+    );
+    assert!(c
+        .fix
+        .as_deref()
+        .unwrap()
+        .starts_with("echo nvidia-peermem > /etc/modules-load.d/peermem.conf"));
+    assert!(r.ready());
+}
+
+// ---- pcie-path --------------------------------------------------------------------
+
+/// healthy-h100's PCIe layout (top of this file): GPU 18:00.0 and HCA 19:00.0 on two
+/// downstream ports of one switch, ACS control 0 on both ports.
+#[test]
+fn gpu_and_hca_below_one_switch_without_acs_redirection_are_fine() {
+    let r = run("healthy-h100");
+    let c = check(&r, "pcie-path");
+    assert_eq!(c.verdict, Verdict::Ok, "{c:?}");
+    assert_eq!(
+        c.detail,
+        "GPU 0000:18:00.0 - mlx5_0 (0000:19:00.0): PIX (at most one PCIe switch between \
+         them), no ACS redirection at 0000:17:00.0, 0000:17:01.0"
+    );
+}
+
+/// With a translating IOMMU, Linux enables on every downstream port the ACS controls it
+/// supports among Source Validation, P2P Request Redirect, P2P Completion Redirect and
+/// Upstream Forwarding (drivers/pci/pci.c `pci_std_enable_acs`): control 0x001d, which
+/// lspci shows as `ACSCtl: SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+
+/// EgressCtrl- DirectTrans-`.
+#[test]
+fn acs_redirection_on_the_switch_ports_warns_naming_them() {
+    let dir = copy_of("healthy-h100", "acs");
+    dsp_config(&dir, "0000:17:00.0", 0x001d);
+    dsp_config(&dir, "0000:17:01.0", 0x001d);
+    let r = run_at(&dir);
+    let c = check(&r, "pcie-path").clone();
+    assert_eq!(c.verdict, Verdict::Warn);
+    assert_eq!(
+        c.detail,
+        "GPU 0000:18:00.0 - mlx5_0 (0000:19:00.0): PIX (at most one PCIe switch between \
+         them), 0000:17:00.0 ACSCtl SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ \
+         EgressCtrl- DirectTrans-, 0000:17:01.0 ACSCtl SrcValid+ TransBlk- ReqRedir+ \
+         CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-; ACS redirects peer-to-peer \
+         traffic to the root complex at 0000:17:00.0, 0000:17:01.0"
+    );
+    let fix = c.fix.unwrap();
+    assert!(
+        fix.contains("setpci -s 0000:17:00.0 ECAP_ACS+0x6.w=0000; setpci -s 0000:17:01.0 ECAP_ACS+0x6.w=0000"),
+        "{fix}"
+    );
+    assert!(fix.contains("BIOS"), "{fix}");
+    // Source Validation alone redirects nothing.
+    dsp_config_any(&dir, "0000:17:00.0", 0x0001);
+    dsp_config_any(&dir, "0000:17:01.0", 0x0001);
+    let r = run_at(&dir);
+    assert_eq!(check(&r, "pcie-path").verdict, Verdict::Ok);
+    // Not root: sysfs gives the first 64 bytes of config only.
+    for bdf in ["0000:17:00.0", "0000:17:01.0"] {
+        let p = dir.join("sys/bus/pci/devices").join(bdf).join("config");
+        let head = std::fs::read(&p).unwrap()[..64].to_vec();
+        std::fs::write(&p, head).unwrap();
+    }
+    let r = run_at(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let c = check(&r, "pcie-path");
+    assert_eq!(c.verdict, Verdict::Ok);
+    assert!(
+        c.detail.ends_with(
+            "; ACS of 0000:17:00.0, 0000:17:01.0 not checked: their extended configuration \
+             space cannot be read (only root reads past the first 64 bytes of config)"
+        ),
+        "{c:?}"
+    );
+}
+
+/// `dsp_config` without the check that ACS starts clear.
+fn dsp_config_any(dir: &Path, bdf: &str, ctl: u16) {
+    let p = dir.join("sys/bus/pci/devices").join(bdf).join("config");
+    let mut config = std::fs::read(&p).unwrap();
+    config[0x13e..0x140].copy_from_slice(&ctl.to_le_bytes());
+    std::fs::write(&p, config).unwrap();
+}
+
+/// A two-socket server whose only ConnectX-7 hangs off the other socket's root port
+/// (host bridge pci0000:97, NUMA node 1): nvidia-smi topo -m says SYS.
+#[test]
+fn an_hca_on_the_other_socket_is_sys() {
+    let dir = copy_of("healthy-h100", "sys");
+    std::fs::remove_file(dir.join("sys/class/infiniband/mlx5_0")).unwrap();
+    function(&dir, "pci0000:97/0000:97:01.0", ROOT_PORT, 1);
+    function(&dir, "pci0000:97/0000:97:01.0/0000:98:00.0", CX7, 1);
+    rdma_device(
+        &dir,
+        "mlx5_1",
+        "pci0000:97/0000:97:01.0/0000:98:00.0",
+        ("4: ACTIVE", "5: LinkUp"),
+    );
+    let r = run_at(&dir);
+    let c = check(&r, "pcie-path").clone();
+    assert_eq!(c.verdict, Verdict::Warn);
+    assert_eq!(
+        c.detail,
+        "GPU 0000:18:00.0 - mlx5_1 (0000:98:00.0): SYS (between NUMA nodes, over the CPU interconnect)"
+    );
+    assert!(c
+        .fix
+        .unwrap()
+        .starts_with("GPU 0000:18:00.0 - mlx5_1: SYS: peer traffic crosses the CPU"));
+    // The same host bridge numbers on one NUMA node: NODE.
+    write(
+        &dir,
+        "/sys/devices/pci0000:97/0000:97:01.0/0000:98:00.0/numa_node",
+        "0\n",
+    );
+    let r = run_at(&dir);
+    assert!(check(&r, "pcie-path").detail.contains(": NODE ("));
+    // With mlx5_0 back below the GPU's switch, the nearest HCA is taken.
+    symlink(
+        "../../devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0/0000:19:00.0/infiniband/mlx5_0",
+        dir.join("sys/class/infiniband/mlx5_0"),
+    )
+    .unwrap();
+    let r = run_at(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let c = check(&r, "pcie-path");
+    assert_eq!(c.verdict, Verdict::Ok);
+    assert!(c.detail.contains("- mlx5_0 (0000:19:00.0): PIX"), "{c:?}");
+}
+
+/// The lent H200 VM (Firecracker) puts every device on the root bus: the GPU at
+/// 0000:00:06.0 (its nvidia-smi -q), an HCA passed through beside it at 0000:00:07.0;
+/// both below host bridge pci0000:00, no bridge between: PHB.
+#[test]
+fn functions_on_the_root_bus_are_phb() {
+    let dir = scratch("phb");
+    function(
+        &dir,
+        "pci0000:00/0000:00:06.0",
+        ("0x10de", "0x2335", "0x030200"),
+        -1,
+    );
+    function(&dir, "pci0000:00/0000:00:07.0", CX7, -1);
+    std::fs::create_dir_all(dir.join("sys/class/infiniband")).unwrap();
+    rdma_device(
+        &dir,
+        "mlx5_0",
+        "pci0000:00/0000:00:07.0",
+        ("4: ACTIVE", "5: LinkUp"),
+    );
+    let r = run_at(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let c = check(&r, "pcie-path");
+    assert_eq!(c.verdict, Verdict::Warn);
+    assert_eq!(
+        c.detail,
+        "GPU 0000:00:06.0 - mlx5_0 (0000:00:07.0): PHB (through the CPU's PCIe host bridge)"
+    );
+}
+
+/// Two levels of switches (a GPU tray's PEX switch below the board's, as DGX A100
+/// trays pair GPUs and NICs): PXB; ACS is read on every port below the common one.
+#[test]
+fn two_switch_levels_are_pxb() {
+    let dir = copy_of("healthy-h100", "pxb");
+    std::fs::remove_file(dir.join("sys/class/infiniband/mlx5_0")).unwrap();
+    let dsp = "pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:02.0";
+    function(&dir, dsp, PEX, 0);
+    function(&dir, &format!("{dsp}/0000:1b:00.0"), PEX, 0);
+    function(&dir, &format!("{dsp}/0000:1b:00.0/0000:1c:00.0"), PEX, 0);
+    let hca = format!("{dsp}/0000:1b:00.0/0000:1c:00.0/0000:1d:00.0");
+    function(&dir, &hca, CX7, 0);
+    rdma_device(&dir, "mlx5_2", &hca, ("4: ACTIVE", "5: LinkUp"));
+    let r = run_at(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let c = check(&r, "pcie-path");
+    assert_eq!(c.verdict, Verdict::Ok);
+    assert!(
+        c.detail.starts_with(
+            "GPU 0000:18:00.0 - mlx5_2 (0000:1d:00.0): PXB (several PCIe switches between \
+             them, below one host bridge), no ACS redirection at 0000:17:00.0; ACS of \
+             0000:17:02.0, 0000:1b:00.0, 0000:1c:00.0 not checked"
+        ),
+        "{c:?}"
+    );
+}
+
+/// healthy-h100's downstream-port `config`: the type-1 header (1000:c030, class
+/// 0x060400), PCI Express capability at 0x40, and the extended chain AER (0x100) ->
+/// ACS (0x138, capability 0x007f, control 0) -> Secondary PCI Express (0x148).
+#[test]
+fn acs_capability_is_found_in_the_extended_chain() {
+    let config = std::fs::read(fixture(
+        "healthy-h100/sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0/config",
+    ))
+    .unwrap();
+    assert_eq!(config.len(), 4096);
+    assert_eq!(&config[..4], &[0x00, 0x10, 0x30, 0xc0]);
+    assert_eq!(doctor::acs_control(&config), Acs::Control(0));
+    assert_eq!(doctor::acs_control(&config[..64]), Acs::Unreadable);
+    // A chain without ACS.
+    let mut none = vec![0u8; 4096];
+    none[0x100..0x104].copy_from_slice(&(0x0001u32 | 2 << 16).to_le_bytes());
+    assert_eq!(doctor::acs_control(&none), Acs::Absent);
+    // A chain that loops on itself ends.
+    none[0x100..0x104].copy_from_slice(&(0x0001u32 | 2 << 16 | 0x100 << 20).to_le_bytes());
+    assert_eq!(doctor::acs_control(&none), Acs::Absent);
+    assert_eq!(
+        doctor::acs_flags(0x001d),
+        "SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-"
+    );
+    assert!(doctor::acs_redirects(0x0004));
+    assert!(doctor::acs_redirects(0x0020));
+    assert!(!doctor::acs_redirects(0x0013));
+}
+
+// ---- order --------------------------------------------------------------------------
+
+/// healthy-h100, every check OK.
+#[test]
+fn checks_run_in_the_order_a_user_fixes_them() {
+    let r = run("healthy-h100");
+    let ids: Vec<&str> = r.checks.iter().map(|c| c.id).collect();
+    assert_eq!(
+        ids,
+        [
+            "kernel-rust",
+            "kernel-release",
+            "peermem-module",
+            "symbol-errors",
+            "app-detection",
+            "nvidia-driver",
+            "driver-version",
+            "persistent-api",
+            "gpu-product",
+            "peer-memory-core",
+            "hca",
+            "pin-mode",
+            "module-signature",
+            "boot-load",
+            "toolchain",
+            "iommu",
+            "pcie-path",
+            "bar1",
+            "mig",
+            "confidential-compute",
+        ]
+    );
+}
+
+/// docs/install.md's "Checking a host: peermem doctor" table lists every check, in the
+/// order doctor runs them.
+#[test]
+fn the_install_guide_lists_every_check_in_order() {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/install.md"
+    ))
+    .unwrap();
+    let section = &doc[doc
+        .find("\n## Checking a host: peermem doctor\n")
+        .expect("the section exists")..];
+    let listed: Vec<&str> = section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `")?.split_once('`').map(|(id, _)| id))
+        .collect();
+    let r = run("healthy-h100");
+    let ids: Vec<&str> = r.checks.iter().map(|c| c.id).collect();
+    assert_eq!(listed, ids);
+}
