@@ -25,9 +25,16 @@ mod generated {
 }
 
 pub(crate) use generated::*;
-pub(crate) use kernel::bindings::{device, pci_dev, sg_table};
+pub(crate) use kernel::bindings::{
+    device,
+    pci_dev,
+    sg_table, //
+};
 
-use core::mem::{offset_of, size_of};
+use core::mem::{
+    offset_of,
+    size_of, //
+};
 
 // The layouts of docs/abi.md 1.3 and 2.2 (x86_64, LP64), checked at compile time: a
 // header that disagrees with docs/abi.md does not build.

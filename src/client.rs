@@ -14,22 +14,56 @@
 //! tested by the suites in `tests/client` (peermem_client_<mode>, peermem_model_<mode>,
 //! peermem_faults) and the plan's scenarios (docs/testing.md).
 
-use core::sync::atomic::Ordering;
-
 use kernel::{
-    list::{List, ListArc},
-    new_condvar, new_mutex,
+    list::{
+        List,
+        ListArc, //
+    },
+    new_condvar,
+    new_mutex,
     prelude::*,
-    sync::{Arc, ArcBorrow, CondVar, Mutex, SetOnce},
+    sync::{
+        atomic::{
+            Relaxed,
+            Release, //
+        },
+        Arc,
+        ArcBorrow,
+        CondVar,
+        Mutex,
+        SetOnce, //
+    }, //
 };
 
 use crate::{
     compat,
-    nv_p2p::{NvP2p, PinError},
-    peer_mem::{ClientKind, DmaDevice, Invalidator, PeerClient, SgHead, SgList},
-    range::{GpuRange, Span, GPU_PAGE_SIZE},
-    registry::{Mode, PinKey, Registry, SpaceId},
-    stats::{Refusal, Stats},
+    nv_p2p::{
+        NvP2p,
+        PinError, //
+    },
+    peer_mem::{
+        ClientKind,
+        DmaDevice,
+        Invalidator,
+        PeerClient,
+        SgHead,
+        SgList, //
+    },
+    range::{
+        GpuRange,
+        Span,
+        GPU_PAGE_SIZE, //
+    },
+    registry::{
+        Mode,
+        PinKey,
+        Registry,
+        SpaceId, //
+    },
+    stats::{
+        Refusal,
+        Stats, //
+    }, //
 };
 
 mod sg;
@@ -37,9 +71,12 @@ mod shared_pin;
 mod user;
 
 use sg::sg_entries;
-use shared_pin::PinUsers;
-pub(crate) use shared_pin::SharedPin;
-use user::User;
+pub(crate) use user::SharedPin;
+use user::{
+    Mapping,
+    PinUsers,
+    User, //
+};
 
 /// This module's live pins: callback pins in the registry, where registrations they
 /// cover find them; persistent pins, which are never shared, only listed, through the
@@ -253,15 +290,12 @@ impl Client {
 
     /// Drops a registration's DMA mapping (which unmaps) and frees its SG list, taken
     /// out of its state.
-    fn drop_mapped(&self, (mapping, sg): (Option<shared_pin::Mapping>, Option<(SgHead, SgList)>)) {
+    fn drop_mapped(&self, (mapping, sg): (Option<Mapping>, Option<(SgHead, SgList)>)) {
         drop(mapping);
         if let Some((mut head, list)) = sg {
             head.uninstall(&list);
             drop(list);
-            self.shared
-                .stats
-                .sg_lists_now
-                .fetch_sub(1, Ordering::Relaxed);
+            compat::fetch_sub(&self.shared.stats.sg_lists_now, 1, Relaxed);
         }
     }
 
@@ -275,7 +309,7 @@ impl Client {
         if c.mode == Mode::Callback {
             if let Some(pin) = c.pins.registry.find_covering(space, Mode::Callback, range) {
                 if let Ok(user) = self.attach_user(span, pin)? {
-                    c.stats.pin_reuses.fetch_add(1, Ordering::Relaxed);
+                    c.stats.pin_reuses.fetch_add(1, Relaxed);
                     return Ok(Some(user));
                 }
                 // Freed meanwhile: pin anew below.
@@ -321,10 +355,7 @@ impl PeerClient for Client {
             .map_err(|e| self.shared.stats.refuse(Refusal::NoMemory, addr, size, e))?;
         if user.is_some() {
             // The user holds a module reference until it is gone (`User::_module`).
-            self.shared
-                .stats
-                .registrations
-                .fetch_add(1, Ordering::Relaxed);
+            self.shared.stats.registrations.fetch_add(1, Relaxed);
         }
         Ok(user)
     }
@@ -347,9 +378,9 @@ impl PeerClient for Client {
                         EFAULT,
                     ));
                 }
-                user.core_context.store(core_context, Ordering::Release);
+                user.core_context.store(core_context, Release);
             }
-            None => user.core_context.store(core_context, Ordering::Release),
+            None => user.core_context.store(core_context, Release),
         }
         Ok(())
     }
@@ -383,7 +414,7 @@ impl PeerClient for Client {
         // Built apart and installed only on success: on failure the core's table is
         // left untouched, as it requires.
         sg.install(&list);
-        stats.sg_lists_now.fetch_add(1, Ordering::Relaxed);
+        stats.sg_lists_now.fetch_add(1, Relaxed);
         let n = list.len();
         // The core maps a region once; whatever an earlier call left is dropped after
         // the lock (an unmap may sleep).
@@ -421,7 +452,7 @@ impl PeerClient for Client {
         if let Some(pin) = &user.pin {
             self.detach(pin, &user);
         }
-        self.shared.stats.releases.fetch_add(1, Ordering::Relaxed);
+        self.shared.stats.releases.fetch_add(1, Relaxed);
         // The core's reference is the last (the users list let go of its own in
         // `detach`, unless a free callback still walks it): dropping it drops the
         // registration's pin handle, and the last owner unpins, outside every lock of

@@ -11,17 +11,26 @@
 //!   `peerdirect_support`), a fallback for `peermem doctor` when
 //!   /sys/module/<name>/parameters cannot be read.
 
-use core::{fmt, sync::atomic::Ordering};
+use core::fmt;
 
 use kernel::{
-    debugfs::{Dir, File},
+    debugfs::{
+        Dir,
+        File, //
+    },
     prelude::*,
-    sync::Arc,
+    sync::{
+        atomic::Relaxed,
+        Arc, //
+    }, //
 };
 
 use crate::{
     client::Pins,
-    stats::{Refusal, Stats},
+    stats::{
+        Refusal,
+        Stats, //
+    }, //
 };
 
 /// The counters, as the `stats` file shows them.
@@ -43,7 +52,7 @@ impl fmt::Debug for StatsView {
             ("bytes_pinned_peak", &s.bytes_pinned_peak),
         ];
         for (name, v) in counters {
-            writeln!(f, "{} {}", name, v.load(Ordering::Relaxed))?;
+            writeln!(f, "{} {}", name, v.load(Relaxed))?;
         }
         for why in Refusal::ALL {
             writeln!(f, "refused_{} {}", why.name(), s.refused(why))?;

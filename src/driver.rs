@@ -6,13 +6,24 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use crate::{
-    client::{Client, Pins},
-    debugfs::{Debugfs, Params},
+    client::{
+        Client,
+        Pins, //
+    },
+    debugfs::{
+        Debugfs,
+        Params, //
+    },
+    foreign::MissingSymbol,
     glue,
-    nv_p2p::{MissingSymbol, NvP2p},
-    peer_mem::{ClientKind, PeerCore, Registration},
+    nv_p2p::NvP2p,
+    peer_mem::{
+        ClientKind,
+        PeerCore,
+        Registration, //
+    },
     registry::Mode,
-    stats::Stats,
+    stats::Stats, //
 };
 
 /// The clients registered with the core (docs/abi.md section 3):

@@ -29,30 +29,53 @@
 //!
 //! See docs/pin-state-machine.md for the states and the lock order.
 //!
-//! Files: `abi` (structure versions and checks of the driver's answers), `pin` (the
-//! pin, its state machine and the free callback), `mapping` (DMA mappings). Tests:
+//! Files, each importing only those before it: `abi` (structure versions and checks of
+//! the driver's answers), `state` (a pin's state machine under its lock, the DMA
+//! mappings it records, the driver's reference on it), `shared` (the pin's record,
+//! the handler trait, the guard of a driver call in flight), `callback` (the free
+//! callback), `pin` (making a pin, its handle, the last owner's put), `mapping` (DMA
+//! mappings). Tests:
 //! the KUnit suite `peermem_nv_p2p` (`nv_p2p/tests.rs`); the client suites in
 //! `tests/client` exercise it against the fake nvidia.ko.
 
 use kernel::{
-    ffi::{c_int, c_void},
+    ffi::{
+        c_int,
+        c_void, //
+    },
     mm::Mm,
     new_condvar,
     prelude::*,
-    sync::{aref::ARef, CondVar},
+    sync::{
+        aref::ARef,
+        CondVar, //
+    }, //
 };
 
-use crate::bindings;
+use crate::{
+    bindings,
+    foreign::MissingSymbol, //
+};
 
 mod abi;
+mod callback;
 mod mapping;
 mod pin;
+mod shared;
+mod state;
 #[cfg(peermem_kunit)]
 mod tests;
 
-pub(crate) use abi::driver_result;
 pub(crate) use mapping::DmaMapping;
-pub(crate) use pin::{FreeHandler, GpuPin, PinIdentity};
+pub(crate) use pin::GpuPin;
+pub(crate) use shared::{
+    FreeHandler,
+    PinIdentity, //
+};
+
+/// The rate-limit kind of the "pin released outside its process" message (after the
+/// refusal reasons, which use their own values: `stats::Refusal`).
+const ORPHAN_RATELIMIT: u32 = 16;
 
 /// Why a pin failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,10 +198,6 @@ pub(crate) struct NvP2p {
     #[pin]
     idle: CondVar,
 }
-
-/// The first missing nvidia.ko function, by name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct MissingSymbol(pub(crate) &'static str);
 
 /// A function the module cannot work without, or the name it is missing by.
 fn required<F>(f: Option<F>, name: &'static str) -> Result<F, MissingSymbol> {

@@ -8,26 +8,44 @@
 //! context: the box made from what `acquire` returned, handed back by value to
 //! `release`, which the core calls exactly once per successful acquire.
 //!
-//! Files: `sg` (the core's `sg_table` and the SG lists handed to it), `registration`
-//! (the registered client and the C callbacks). Tests: `copy_name` in the KUnit
+//! Files: `sg` (the core's `sg_table` and the SG lists handed to it), `callbacks` (the
+//! C callbacks the core makes, and the slots they find their client through),
+//! `registration` (the registered client). Tests: `copy_name` in the KUnit
 //! suite `peermem_peer_mem`; the fake core's suites and the client suites in
 //! `tests/` drive every callback (docs/testing.md).
 
-use core::{marker::PhantomData, ptr::NonNull};
-
-use kernel::{
-    ffi::{c_int, c_void},
-    prelude::*,
-    types::ForeignOwnable,
+use core::{
+    marker::PhantomData,
+    ptr::NonNull, //
 };
 
-use crate::{bindings, device::PciFunction, nv_p2p::MissingSymbol};
+use kernel::{
+    ffi::{
+        c_int,
+        c_void, //
+    },
+    prelude::*,
+    types::ForeignOwnable, //
+};
 
+use crate::{
+    bindings,
+    device::PciFunction,
+    foreign::{
+        driver_result,
+        MissingSymbol, //
+    }, //
+};
+
+mod callbacks;
 mod registration;
 mod sg;
 
 pub(crate) use registration::Registration;
-pub(crate) use sg::{SgHead, SgList};
+pub(crate) use sg::{
+    SgHead,
+    SgList, //
+};
 
 /// The core's functions, resolved when this module was loaded.
 ///
@@ -162,6 +180,6 @@ impl Invalidator {
         // SAFETY: `func` and `handle` are valid while a region exists (type invariant,
         // and the caller holds an unreleased context); the core ignores stale ids.
         let ret = unsafe { (self.func)(self.handle.as_ptr(), core_context) };
-        crate::nv_p2p::driver_result(ret)
+        driver_result(ret)
     }
 }

@@ -10,13 +10,20 @@
 //! are legal; the driver shares their BAR1 mappings, docs/abi.md 1.5). See
 //! docs/architecture.md, "Pin registry".
 
-use core::sync::atomic::{AtomicU64, Ordering};
-
 use kernel::{
     new_mutex,
     prelude::*,
-    rbtree::{RBTree, RBTreeNode},
-    sync::Mutex,
+    rbtree::{
+        RBTree,
+        RBTreeNode, //
+    },
+    sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Mutex, //
+    }, //
 };
 
 use crate::range::GpuRange;
@@ -120,7 +127,7 @@ pub(crate) trait Entry: Clone + Send + Sync + Unpin {
 pub(crate) struct Registry<V: Entry> {
     #[pin]
     tree: Mutex<RBTree<PinKey, V>>,
-    next_id: AtomicU64,
+    next_id: Atomic<u64>,
 }
 
 impl<V: Entry> Registry<V> {
@@ -128,14 +135,14 @@ impl<V: Entry> Registry<V> {
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(Self {
             tree <- new_mutex!(RBTree::new(), "peermem_registry"),
-            next_id: AtomicU64::new(1),
+            next_id: Atomic::new(1),
         })
     }
 
     /// A new id from the registry's sequence (never 0, never `u64::MAX`: 64 bits do not
     /// run out): each linked pin's, and the number of a pin listed elsewhere.
     pub(crate) fn next_id(&self) -> u64 {
-        self.next_id.fetch_add(1, Ordering::Relaxed)
+        self.next_id.fetch_add(1, Relaxed)
     }
 
     /// Links `pin` under `space`, `mode` and its range; returns its key.
@@ -195,12 +202,11 @@ impl<V: Entry> Registry<V> {
 mod tests {
     use super::*;
     use crate::range::GPU_PAGE_SIZE as P;
-    use core::sync::atomic::AtomicBool;
     use kernel::sync::Arc;
 
     struct Fake {
         range: GpuRange,
-        usable: AtomicBool,
+        usable: Atomic<bool>,
     }
 
     impl Entry for Arc<Fake> {
@@ -208,7 +214,7 @@ mod tests {
             self.range
         }
         fn usable(&self) -> bool {
-            self.usable.load(Ordering::Relaxed)
+            self.usable.load(Relaxed)
         }
     }
 
@@ -225,7 +231,7 @@ mod tests {
         Ok(Arc::new(
             Fake {
                 range: r(start, pages)?,
-                usable: AtomicBool::new(true),
+                usable: Atomic::new(true),
             },
             GFP_KERNEL,
         )?)
@@ -297,7 +303,7 @@ mod tests {
         let live = pin(0, 8)?;
         reg.insert(A, Mode::Callback, live.clone())?;
         let dkey = reg.insert(A, Mode::Callback, dead.clone())?;
-        dead.usable.store(false, Ordering::Relaxed);
+        dead.usable.store(false, Relaxed);
         let found = reg
             .find_covering(A, Mode::Callback, r(2, 2)?)
             .ok_or(ENOENT)?;

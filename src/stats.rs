@@ -2,11 +2,18 @@
 
 //! Counters, and the refusal reasons with their errno and rate-limited message.
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use kernel::{
+    prelude::*,
+    sync::atomic::{
+        Atomic,
+        Relaxed, //
+    }, //
+};
 
-use kernel::prelude::*;
-
-use crate::nv_p2p::PinError;
+use crate::{
+    compat,
+    nv_p2p::PinError, //
+};
 
 /// Why a registration of GPU memory was refused.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -32,10 +39,6 @@ pub(crate) enum Refusal {
 
 /// How many refusal reasons there are.
 pub(crate) const REFUSALS: usize = 7;
-
-/// The rate-limit kind of the "pin released outside its process" message (after the
-/// refusal reasons, which use their own values).
-pub(crate) const ORPHAN_RATELIMIT: u32 = 16;
 
 impl Refusal {
     /// Every reason, in counter order.
@@ -86,35 +89,52 @@ impl Refusal {
 }
 
 /// The module's counters. All are monotonic except the `*_now` gauges.
-#[derive(Default)]
 pub(crate) struct Stats {
     /// Registrations claimed (successful acquires).
-    pub(crate) registrations: AtomicU64,
+    pub(crate) registrations: Atomic<u64>,
     /// Registrations released.
-    pub(crate) releases: AtomicU64,
+    pub(crate) releases: Atomic<u64>,
     /// GPU pins made (one nvidia.ko pin each).
-    pub(crate) pins: AtomicU64,
+    pub(crate) pins: Atomic<u64>,
     /// Registrations served by an existing pin.
-    pub(crate) pin_reuses: AtomicU64,
+    pub(crate) pin_reuses: Atomic<u64>,
     /// Invalidations delivered to the core.
-    pub(crate) invalidations: AtomicU64,
+    pub(crate) invalidations: Atomic<u64>,
     /// Free callbacks received from nvidia.ko.
-    pub(crate) free_callbacks: AtomicU64,
+    pub(crate) free_callbacks: Atomic<u64>,
     /// Bytes pinned now, and the peak.
-    pub(crate) bytes_pinned_now: AtomicU64,
-    pub(crate) bytes_pinned_peak: AtomicU64,
+    pub(crate) bytes_pinned_now: Atomic<u64>,
+    pub(crate) bytes_pinned_peak: Atomic<u64>,
     /// Pins alive now.
-    pub(crate) pins_now: AtomicU64,
+    pub(crate) pins_now: Atomic<u64>,
     /// SG lists built by `dma_map` and not yet freed.
-    pub(crate) sg_lists_now: AtomicU64,
+    pub(crate) sg_lists_now: Atomic<u64>,
     /// Refusals, by [`Refusal`].
-    pub(crate) refusals: [AtomicU64; REFUSALS],
+    pub(crate) refusals: [Atomic<u64>; REFUSALS],
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Self {
+            registrations: Atomic::new(0),
+            releases: Atomic::new(0),
+            pins: Atomic::new(0),
+            pin_reuses: Atomic::new(0),
+            invalidations: Atomic::new(0),
+            free_callbacks: Atomic::new(0),
+            bytes_pinned_now: Atomic::new(0),
+            bytes_pinned_peak: Atomic::new(0),
+            pins_now: Atomic::new(0),
+            sg_lists_now: Atomic::new(0),
+            refusals: [const { Atomic::new(0) }; REFUSALS],
+        }
+    }
 }
 
 impl Stats {
     /// Counts a refusal and prints why, at most 10 times per 5 s for each reason.
     pub(crate) fn refuse(&self, why: Refusal, addr: u64, len: u64, err: Error) -> Error {
-        self.refusals[why as usize].fetch_add(1, Ordering::Relaxed);
+        self.refusals[why as usize].fetch_add(1, Relaxed);
         if crate::glue::ratelimit(why as u32) {
             let what = match why {
                 Refusal::BadRange => "zero length or address + length overflows",
@@ -138,20 +158,26 @@ impl Stats {
 
     /// Reads a refusal counter.
     pub(crate) fn refused(&self, why: Refusal) -> u64 {
-        self.refusals[why as usize].load(Ordering::Relaxed)
+        self.refusals[why as usize].load(Relaxed)
     }
 
     /// Accounts a pin of `bytes` made.
     pub(crate) fn pinned(&self, bytes: u64) {
-        self.pins.fetch_add(1, Ordering::Relaxed);
-        self.pins_now.fetch_add(1, Ordering::Relaxed);
-        let now = self.bytes_pinned_now.fetch_add(bytes, Ordering::Relaxed) + bytes;
-        self.bytes_pinned_peak.fetch_max(now, Ordering::Relaxed);
+        self.pins.fetch_add(1, Relaxed);
+        self.pins_now.fetch_add(1, Relaxed);
+        let now = self.bytes_pinned_now.fetch_add(bytes, Relaxed) + bytes;
+        let mut peak = self.bytes_pinned_peak.load(Relaxed);
+        while now > peak {
+            match self.bytes_pinned_peak.cmpxchg(peak, now, Relaxed) {
+                Ok(_) => break,
+                Err(seen) => peak = seen,
+            }
+        }
     }
 
     /// Accounts a pin of `bytes` gone.
     pub(crate) fn unpinned(&self, bytes: u64) {
-        self.pins_now.fetch_sub(1, Ordering::Relaxed);
-        self.bytes_pinned_now.fetch_sub(bytes, Ordering::Relaxed);
+        compat::fetch_sub(&self.pins_now, 1, Relaxed);
+        compat::fetch_sub(&self.bytes_pinned_now, bytes, Relaxed);
     }
 }

@@ -4,7 +4,10 @@
 
 use kernel::prelude::*;
 
-use crate::range::{GpuRange, GPU_PAGE_SIZE};
+use crate::range::{
+    GpuRange,
+    GPU_PAGE_SIZE, //
+};
 
 /// The largest SG entry: lengths are 32-bit; stay 64 KiB aligned below 4 GiB.
 const MAX_SG_ENTRY: u64 = (u32::MAX as u64) & !(GPU_PAGE_SIZE - 1);

@@ -2,50 +2,73 @@
 
 //! A GPU pin shared by the registrations it covers, and its free handler.
 
-use core::sync::atomic::{AtomicU64, Ordering};
-
 use kernel::{
-    list::{List, ListArc},
+    list::{
+        List,
+        ListArc,
+        ListItem, //
+    },
     new_spinlock,
     prelude::*,
-    sync::{Arc, SpinLock},
+    sync::{
+        atomic::{
+            Acquire,
+            Atomic,
+            Full,
+            Relaxed,
+            Release, //
+        },
+        Arc,
+        SpinLock, //
+    }, //
 };
 
-use super::{user::User, ClientShared};
+use super::ClientShared;
 use crate::{
-    nv_p2p::{DmaMapping, FreeHandler, GpuPin, PinError, PinIdentity},
+    nv_p2p::{
+        DmaMapping,
+        FreeHandler,
+        GpuPin,
+        PinError,
+        PinIdentity, //
+    },
     range::GpuRange,
-    registry::{Entry, Mode, PinKey, SpaceId},
+    registry::{
+        Entry,
+        Mode,
+        PinKey,
+        SpaceId, //
+    }, //
 };
+
+/// A registration, as the users list of its pin sees it (`client::user::User`): the
+/// pin knows its users only through this, so this file does not depend on theirs.
+pub(crate) trait PinUser: ListItem<0> + Send + Sync + Sized + 'static {
+    /// The memory of `pin`, which this user uses, is being freed (from its free
+    /// callback): invalidates the registration.
+    fn on_pin_freed(&self, pin: &PinUsers<Self>);
+}
 
 /// A DMA mapping of a pin, held for its `Drop` (which unmaps it): the core already
 /// has the addresses, in the SG table built while the call was in flight.
-pub(super) type Mapping = DmaMapping<PinUsers>;
+pub(super) type Mapping<U> = DmaMapping<PinUsers<U>>;
 
-/// A live GPU pin of either mode, shared by the registrations it covers: one owner
-/// handle of the driver pin, whose record keeps the pin's registry identity and users
-/// beside the driver state (one allocation per pin).
-#[derive(Clone)]
-pub(crate) struct SharedPin {
-    pub(super) pin: GpuPin<PinUsers>,
+/// A live GPU pin of either mode, shared by the registrations (`U`) it covers: one
+/// owner handle of the driver pin, whose record keeps the pin's registry identity and
+/// users beside the driver state (one allocation per pin).
+pub(crate) struct SharedPin<U: PinUser> {
+    pub(super) pin: GpuPin<PinUsers<U>>,
 }
 
-// A registry node holds the handle in place: one pointer, so the node fits a 64-byte
-// allocation (`registry::NODE_BYTES`).
-const _: () = assert!(
-    size_of::<SharedPin>() == size_of::<usize>(),
-    "SharedPin must be one pointer"
-);
+impl<U: PinUser> Clone for SharedPin<U> {
+    fn clone(&self) -> Self {
+        SharedPin {
+            pin: self.pin.clone(),
+        }
+    }
+}
 
-// The pin's record with its `Arc` count fits a 192-byte allocation, with the locks as
-// production kernels lay them out (lock debugging makes every mutex larger).
-#[cfg(not(any(CONFIG_DEBUG_LOCK_ALLOC, CONFIG_DEBUG_MUTEXES, CONFIG_DEBUG_SPINLOCK)))]
-const _: () = assert!(
-    GpuPin::<PinUsers>::RECORD_BYTES <= 184,
-    "a pin's record must fit a 192-byte allocation"
-);
-
-impl SharedPin {
+impl<U: PinUser> SharedPin<U> {
     /// The mode the pin was made in.
     fn mode(&self) -> Mode {
         if self.pin.is_persistent() {
@@ -55,7 +78,7 @@ impl SharedPin {
         }
     }
 
-    fn info(&self) -> &PinUsers {
+    fn info(&self) -> &PinUsers<U> {
         self.pin.handler()
     }
 
@@ -66,10 +89,7 @@ impl SharedPin {
     pub(super) fn linked(&self, key: &PinKey) -> bool {
         // INVARIANT: registry ids are neither 0 nor `UNLINKED`, and the pin is linked
         // once (`Client::pin`); the id is set only over 0.
-        self.info()
-            .id
-            .compare_exchange(0, key.id(), Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
+        self.info().id.cmpxchg(0, key.id(), Full).is_ok()
     }
 
     /// Numbers a persistent pin, which is never linked, for the `pins` file (once, when
@@ -77,12 +97,12 @@ impl SharedPin {
     pub(super) fn numbered(&self, id: u64) {
         // INVARIANT: a persistent pin: its id is set once, over 0, and nothing else
         // changes it (it has no free callback).
-        self.info().id.store(id, Ordering::Release);
+        self.info().id.store(id, Release);
     }
 
     /// The pin's number in the `pins` file: its registry id.
     pub(super) fn id(&self) -> u64 {
-        self.info().id.load(Ordering::Acquire)
+        self.info().id.load(Acquire)
     }
 
     pub(super) fn range(&self) -> GpuRange {
@@ -91,7 +111,7 @@ impl SharedPin {
 
     /// The users of a callback pin (a persistent pin has no list: its one user holds
     /// it).
-    pub(super) fn users(&self) -> Option<&PinUsers> {
+    pub(super) fn users(&self) -> Option<&PinUsers<U>> {
         (!self.pin.is_persistent()).then(|| self.info())
     }
 
@@ -149,7 +169,7 @@ fn space_of(pin: &PinIdentity) -> SpaceId {
     }
 }
 
-impl Entry for SharedPin {
+impl<U: PinUser> Entry for SharedPin<U> {
     fn range(&self) -> GpuRange {
         SharedPin::range(self)
     }
@@ -172,25 +192,25 @@ impl Entry for SharedPin {
 /// `id` is a number from the registry's sequence, set once when it is made, for the
 /// `pins` file only.
 #[pin_data]
-pub(crate) struct PinUsers {
+pub(crate) struct PinUsers<U: PinUser> {
     pub(super) client: Arc<ClientShared>,
     /// The registry id, 0 until linked: the rest of the key is the owner, the mode and
     /// the start, so the record keeps eight bytes of it instead of a 32-byte key. The
     /// pin holds its owner's `mm_struct`, so the key's address is not reused while
     /// linked. A persistent pin's number (see the type's invariants).
-    id: AtomicU64,
+    id: Atomic<u64>,
     /// A spinlock: what it guards is a flag and list links, changed without sleeping.
     #[pin]
-    pub(super) users: SpinLock<Users>,
+    pub(super) users: SpinLock<Users<U>>,
 }
 
-impl PinUsers {
+impl<U: PinUser> PinUsers<U> {
     /// A pin not linked, with no users yet.
     pub(super) fn new(client: Arc<ClientShared>) -> impl PinInit<Self> {
         // INVARIANT: not linked, id 0.
         pin_init!(PinUsers {
             client,
-            id: AtomicU64::new(0),
+            id: Atomic::new(0),
             users <- new_spinlock!(
                 Users {
                     dead: false,
@@ -203,7 +223,7 @@ impl PinUsers {
 
     /// The registry key of the callback pin of `space` and `range`, while linked.
     fn key(&self, space: SpaceId, range: GpuRange) -> Option<PinKey> {
-        key_of(self.id.load(Ordering::Acquire), space, range)
+        key_of(self.id.load(Acquire), space, range)
     }
 }
 
@@ -224,22 +244,22 @@ fn key_of(id: u64, space: SpaceId, range: GpuRange) -> Option<PinKey> {
 ///
 /// # Invariants
 ///
-/// A [`User`] is in `list` only while `dead` is false: the free callback takes the
+/// A user is in `list` only while `dead` is false: the free callback takes the
 /// whole list when it sets `dead`, and nothing is added after. A user is attached to
 /// one pin at most, once (its only [`ListArc`] is handed to `attach`). So while `dead`
 /// is false, a user of this pin that is not in `list` is in no list at all.
-pub(super) struct Users {
+pub(super) struct Users<U: PinUser> {
     /// The memory is being freed: no new user, nothing to share.
     pub(super) dead: bool,
     /// Every user that acquired the pin and was not released, linked through the user
     /// itself: attaching allocates nothing, and the free callback takes the list
     /// without allocating.
-    pub(super) list: List<User>,
+    pub(super) list: List<U>,
 }
 
-impl Users {
+impl<U: PinUser> Users<U> {
     /// Adds `user`; `EFAULT` once the memory is being freed.
-    pub(super) fn attach(&mut self, user: ListArc<User>) -> Result<(), PinError> {
+    pub(super) fn attach(&mut self, user: ListArc<U>) -> Result<(), PinError> {
         if self.dead {
             return Err(PinError::Freed);
         }
@@ -249,7 +269,7 @@ impl Users {
     }
 
     /// Removes `user` if it is attached; whether no user is left.
-    pub(super) fn detach(&mut self, user: &User) -> bool {
+    pub(super) fn detach(&mut self, user: &U) -> bool {
         if !self.dead {
             // SAFETY: while the pin is not dead, a user is either in this list or in
             // none (the type invariant).
@@ -264,7 +284,7 @@ impl Users {
     }
 }
 
-impl FreeHandler for PinUsers {
+impl<U: PinUser> FreeHandler for PinUsers<U> {
     fn on_free(&self, pin: PinIdentity) {
         let list = {
             let mut u = self.users.lock();
@@ -272,19 +292,16 @@ impl FreeHandler for PinUsers {
             u.dead = true;
             core::mem::take(&mut u.list)
         };
-        self.client
-            .stats
-            .free_callbacks
-            .fetch_add(1, Ordering::Relaxed);
+        self.client.stats.free_callbacks.fetch_add(1, Relaxed);
         // Only callback pins have a free callback. A pin not linked yet is unlinked by
         // its linker, which finds `UNLINKED` (`SharedPin::linked`).
         // INVARIANT: set once and for all, as the callback unlinks.
-        let id = self.id.swap(UNLINKED, Ordering::AcqRel);
+        let id = self.id.xchg(UNLINKED, Full);
         if let Some(key) = key_of(id, space_of(&pin), pin.range) {
             drop(self.client.pins.unlink(&key));
         }
         for user in list.iter() {
-            user.invalidate(&self.client);
+            user.on_pin_freed(self);
         }
     }
 

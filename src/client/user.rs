@@ -2,21 +2,68 @@
 
 //! One registration: its pin, DMA mapping and SG list, and its invalidation.
 
-use core::sync::atomic::{AtomicU64, Ordering};
-
 use kernel::{
-    list::{impl_list_arc_safe, impl_list_item, ListArc, ListLinks},
+    list::{
+        impl_list_arc_safe,
+        impl_list_item,
+        ListArc,
+        ListLinks, //
+    },
     new_spinlock,
     prelude::*,
-    sync::SpinLock,
+    sync::{
+        atomic::{
+            Acquire,
+            Atomic,
+            Relaxed, //
+        },
+        SpinLock, //
+    }, //
 };
 
-use super::{shared_pin::Mapping, ClientShared, SharedPin};
+use super::{
+    shared_pin::{
+        self,
+        PinUser, //
+    },
+    ClientShared, //
+};
 use crate::{
     glue::ModuleRef,
-    peer_mem::{ClientKind, SgHead, SgList},
-    range::{GpuRange, Span},
+    peer_mem::{
+        ClientKind,
+        SgHead,
+        SgList, //
+    },
+    range::{
+        GpuRange,
+        Span, //
+    }, //
 };
+
+/// A pin shared by registrations.
+pub(crate) type SharedPin = shared_pin::SharedPin<User>;
+
+/// The client's record in a pin: its registry id and its registrations.
+pub(super) type PinUsers = shared_pin::PinUsers<User>;
+
+/// A DMA mapping of a registration's pin.
+pub(super) type Mapping = shared_pin::Mapping<User>;
+
+// A registry node holds the handle in place: one pointer, so the node fits a 64-byte
+// allocation (`registry::NODE_BYTES`).
+const _: () = assert!(
+    size_of::<SharedPin>() == size_of::<usize>(),
+    "SharedPin must be one pointer"
+);
+
+// The pin's record with its `Arc` count fits a 192-byte allocation, with the locks as
+// production kernels lay them out (lock debugging makes every mutex larger).
+#[cfg(not(any(CONFIG_DEBUG_LOCK_ALLOC, CONFIG_DEBUG_MUTEXES, CONFIG_DEBUG_SPINLOCK)))]
+const _: () = assert!(
+    crate::nv_p2p::GpuPin::<PinUsers>::RECORD_BYTES <= 184,
+    "a pin's record must fit a 192-byte allocation"
+);
 
 /// No core_context yet (`get_pages` not called).
 pub(super) const NO_CONTEXT: u64 = u64::MAX;
@@ -38,7 +85,7 @@ pub(crate) struct User {
     /// The registered bytes and the 64 KiB pages that cover them (margins of two bytes
     /// each instead of an address and a length: the record fits a 128-byte allocation).
     span: Span,
-    pub(super) core_context: AtomicU64,
+    pub(super) core_context: Atomic<u64>,
     #[pin]
     pub(super) state: SpinLock<UserState>,
     /// Its place among the users of its pin (`Users`), or, for a persistent pin, in the
@@ -89,6 +136,12 @@ pub(super) struct UserState {
     waiting: bool,
 }
 
+impl PinUser for User {
+    fn on_pin_freed(&self, pin: &PinUsers) {
+        self.invalidate(&pin.client);
+    }
+}
+
 impl User {
     /// A registration of `span` using `pin`, or claimed with the error its pin failed
     /// with.
@@ -103,7 +156,7 @@ impl User {
                 pin,
                 _module: ModuleRef::new(),
                 span,
-                core_context: AtomicU64::new(NO_CONTEXT),
+                core_context: Atomic::new(NO_CONTEXT),
                 state <- new_spinlock!(
                     UserState {
                         mapping: None,
@@ -147,8 +200,8 @@ impl User {
 
     /// Invalidates the registration through the core (from the free callback of the
     /// pin of client `c`): once, and never after its release.
-    pub(super) fn invalidate(&self, c: &ClientShared) {
-        let cc = self.core_context.load(Ordering::Acquire);
+    fn invalidate(&self, c: &ClientShared) {
+        let cc = self.core_context.load(Acquire);
         if cc == NO_CONTEXT {
             // Not past get_pages: it sees the pin dead and fails.
             return;
@@ -167,7 +220,7 @@ impl User {
             // waits for `invalidating` to clear before the core frees the context.
             match unsafe { inv.invalidate(cc) } {
                 Ok(()) => {
-                    c.stats.invalidations.fetch_add(1, Ordering::Relaxed);
+                    c.stats.invalidations.fetch_add(1, Relaxed);
                 }
                 Err(e) => pr_warn!("invalidation of core context {} failed: {:?}\n", cc, e),
             }

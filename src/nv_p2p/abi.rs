@@ -3,7 +3,7 @@
 //! The driver's structure versions, and checks of what it hands out (docs/abi.md 1.2,
 //! 1.3).
 
-use kernel::{ffi::c_int, prelude::*};
+use kernel::prelude::*;
 
 use crate::bindings;
 
@@ -24,16 +24,6 @@ pub(crate) const fn page_table_version_ok(version: u32) -> bool {
 pub(crate) const fn dma_mapping_version_ok(version: u32) -> bool {
     let built = bindings::NVIDIA_P2P_DMA_MAPPING_VERSION;
     version >> 16 == built >> 16 && (version & 0xffff) >= (built & 0xffff)
-}
-
-/// Maps a driver return value to a result: 0 is success, a negative errno is that
-/// error, anything else (not a valid errno) is `EIO`.
-pub(crate) fn driver_result(ret: c_int) -> Result {
-    match ret {
-        0 => Ok(()),
-        -4095..=-1 => Err(Error::from_errno(ret)),
-        _ => Err(EIO),
-    }
 }
 
 /// Why the driver's answer could not be used.

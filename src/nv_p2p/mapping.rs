@@ -2,13 +2,29 @@
 
 //! DMA mappings of a pin for one PCI peer.
 
-use kernel::{prelude::*, sync::Arc};
+use kernel::{
+    prelude::*,
+    sync::Arc, //
+};
 
 use super::{
-    abi::{dma_addresses, driver_result},
-    pin::{FreeHandler, GpuPin, Phase, PinShared, Raw},
+    abi::dma_addresses,
+    pin::GpuPin,
+    shared::{
+        DriverCall,
+        FreeHandler,
+        PinShared, //
+    },
+    state::{
+        Phase,
+        Raw, //
+    }, //
 };
-use crate::{bindings, device::PciFunction};
+use crate::{
+    bindings,
+    device::PciFunction,
+    foreign::driver_result, //
+};
 
 impl<T: FreeHandler> GpuPin<T> {
     /// Maps the pinned range for DMA by `peer`, and hands the DMA address of each
@@ -26,16 +42,16 @@ impl<T: FreeHandler> GpuPin<T> {
     ) -> Result<(DmaMapping<T>, R)> {
         let s = &self.shared;
         let map = s.nv.dma_map_pages;
-        let table = s.begin_call()?;
+        let call = DriverCall::map(s)?;
         let mut raw = core::ptr::null_mut();
-        // SAFETY: `map` is nvidia_p2p_dma_map_pages (type invariant of `NvP2p`);
-        // `table` is live and stays so while the call is counted in flight; `peer` holds
-        // a reference on the PCI function; `raw` is a valid out-pointer.
-        let ret = unsafe { map(peer.as_raw(), table, &mut raw) };
+        // SAFETY: `map` is nvidia_p2p_dma_map_pages (type invariant of `NvP2p`); the
+        // table is live while `call` is counted in flight; `peer` holds a reference on
+        // the PCI function; `raw` is a valid out-pointer.
+        let ret = unsafe { map(peer.as_raw(), call.table(), &mut raw) };
         let made = ret == 0 && !raw.is_null();
         let built = match driver_result(ret) {
             // SAFETY: on success the driver handed `raw` out; it stays valid and
-            // unchanged while the call is counted in flight, which `build` is within.
+            // unchanged while `call` is counted in flight, which `build` is within.
             Ok(()) => match unsafe { dma_addresses(raw, s.range.pages()) } {
                 Ok(addrs) => build(addrs),
                 Err(bad) => {
@@ -45,17 +61,14 @@ impl<T: FreeHandler> GpuPin<T> {
             },
             Err(e) => Err(e),
         };
-        let alive = {
-            let mut st = s.state.lock();
+        let alive = call.end_with(|st| {
             if made {
-                // `begin_call` made room for every call in flight.
+                // `DriverCall::map` made room for every call in flight.
                 let recorded = st.mappings.push(Raw(raw));
                 debug_assert!(recorded);
             }
-            let alive = st.phase != Phase::Freed;
-            s.end_call(&mut st);
-            alive
-        };
+            st.phase != Phase::Freed
+        });
         match built {
             Ok(r) if alive => Ok((
                 DmaMapping {
@@ -85,27 +98,18 @@ fn unmap_raw<T: FreeHandler>(
     peer: &PciFunction,
     raw: *mut bindings::nvidia_p2p_dma_mapping,
 ) {
-    let table = {
-        let mut st = s.state.lock();
-        if st.phase == Phase::Freed || st.table.0.is_null() {
-            // The callback frees it (it may be this very thread, nested in it).
-            return;
-        }
-        if !st.mappings.remove(raw) {
-            return;
-        }
-        st.in_flight += 1;
-        st.table.0
+    let Some(call) = DriverCall::unmap(s, raw) else {
+        // The callback frees it (it may be this very thread, nested in it).
+        return;
     };
     // SAFETY: `dma_unmap_pages` is nvidia_p2p_dma_unmap_pages (type invariant of
-    // `NvP2p`); `raw` is a live mapping of `table` for `peer`, removed from `mappings`
-    // so nobody else frees it; the table stays live while the call is counted in flight.
-    let ret = unsafe { (s.nv.dma_unmap_pages)(peer.as_raw(), table, raw) };
+    // `NvP2p`); `raw` is a live mapping of the table for `peer`, forgotten by the pin so
+    // nobody else frees it; the table stays live while `call` is counted in flight.
+    let ret = unsafe { (s.nv.dma_unmap_pages)(peer.as_raw(), call.table(), raw) };
     if let Err(e) = driver_result(ret) {
         pr_warn!("nvidia_p2p_dma_unmap_pages failed: {:?}\n", e);
     }
-    let mut st = s.state.lock();
-    s.end_call(&mut st);
+    drop(call);
 }
 
 /// A DMA mapping of a pinned range for one PCI peer; dropping it unmaps.

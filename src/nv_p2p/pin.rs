@@ -1,21 +1,43 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! A GPU pin: its phases, the free callback, and the put (docs/pin-state-machine.md).
-
-use core::sync::atomic::{AtomicU32, Ordering};
+//! A GPU pin: how it is made, its handle, and the put by its last owner
+//! (docs/pin-state-machine.md). Its shared record and phases are in `state`, the free
+//! callback in `callback`, its DMA mappings in `mapping`.
 
 use kernel::{
-    ffi::c_void,
-    new_mutex,
     prelude::*,
-    sync::{Arc, ArcBorrow, Mutex, MutexGuard},
+    sync::{
+        atomic::{
+            Full,
+            Relaxed, //
+        },
+        Arc,
+    },
 };
 
 use super::{
-    abi::{check_page_table, driver_result},
-    NvP2p, Owner, PinError,
+    callback::free_callback,
+    shared::{
+        FreeHandler,
+        PinIdentity,
+        PinKind,
+        PinShared, //
+    },
+    state::{
+        DriverData,
+        Phase, //
+    },
+    NvP2p,
+    PinError,
+    ORPHAN_RATELIMIT, //
 };
-use crate::{bindings, glue::ModuleRef, range::GpuRange};
+use crate::{
+    bindings,
+    compat,
+    foreign::driver_result,
+    glue::ModuleRef,
+    range::GpuRange, //
+};
 
 impl NvP2p {
     /// Pins `range` with a free callback: `handler` runs if the owning process frees
@@ -32,12 +54,15 @@ impl NvP2p {
         .map_err(|_| PinError::NoMemory)?;
         let get = nv.get_pages;
         // The driver's reference to `shared`, handed over as the callback's `data`;
-        // given back by whichever of put and callback ends last (see `PinState`).
-        let data = Arc::into_raw(shared.clone()).cast_mut().cast::<c_void>();
+        // kept in the pin's state before the callback can run (even before get_pages
+        // returns), given back by whichever of put and callback ends last.
+        let data = DriverData::new(shared.clone()).ok_or(PinError::NoMemory)?;
+        let ptr = data.as_ptr();
+        shared.state.lock().data = Some(data);
         let mut table = core::ptr::null_mut();
         // SAFETY: `get` is nvidia_p2p_get_pages (type invariant). Tokens are 0 (abi.md
-        // 1.1); `table` is a valid out-pointer; `data` stays valid until the driver can
-        // no longer call `free_callback::<T>` with it (`PinState` protocol).
+        // 1.1); `table` is a valid out-pointer; `ptr` stays valid until the driver can
+        // no longer call `free_callback::<T>` with it (`PinState::take_data`).
         let ret = unsafe {
             get(
                 0,
@@ -46,14 +71,16 @@ impl NvP2p {
                 range.len(),
                 &mut table,
                 Some(free_callback::<T>),
-                data,
+                ptr,
             )
         };
         if let Err(e) = driver_result(ret) {
             // The driver kept no reference: take back its `data` reference.
-            // SAFETY: `data` came from `Arc::into_raw` above and the driver failed, so
-            // it will never use it.
-            drop(unsafe { Arc::from_raw(data.cast::<PinShared<T>>()) });
+            let data = shared.state.lock().data.take();
+            if let Some(data) = data {
+                // SAFETY: made above of an `Arc<PinShared<T>>`.
+                unsafe { data.give_back::<PinShared<T>>() };
+            }
             return Err(PinError::Driver(e));
         }
         shared.adopt_table(table)?;
@@ -116,7 +143,7 @@ impl NvP2p {
     ///
     /// `table` was handed out by this driver for `range` with a pin of `kind`, and was
     /// neither put nor torn down by a free callback.
-    unsafe fn raw_put(
+    pub(super) unsafe fn raw_put(
         &self,
         kind: PinKind,
         range: GpuRange,
@@ -150,389 +177,6 @@ impl NvP2p {
     }
 }
 
-/// Which pin a handler is called for: its range and the process that pinned.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct PinIdentity {
-    pub(crate) range: GpuRange,
-    /// The `mm_struct`'s address (compared, never dereferenced; 0 for a kernel thread).
-    pub(crate) mm: usize,
-    pub(crate) tgid: i32,
-}
-
-/// What runs when the owning process frees pinned memory, and when a pin's last owner
-/// lets go of it.
-pub(crate) trait FreeHandler: Send + Sync + 'static {
-    /// Called from the driver's free callback of callback pin `pin`, before the page
-    /// table and its DMA mappings are freed. It may sleep briefly; it must not wait for
-    /// the GPU, and it must not allocate. Every DMA mapping of the pin is dead once
-    /// this returns.
-    fn on_free(&self, pin: PinIdentity);
-
-    /// Called once, when the last [`GpuPin`] of `pin` is dropped, after the pin was put
-    /// (or left to its callback, or found freed by one).
-    fn released(&self, _pin: PinIdentity) {}
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum PinKind {
-    /// `get_pages` with a free callback.
-    Callback,
-    /// The persistent pair; unpinned with its `put` (the driver table's own: a pin
-    /// keeps a reference to the table, not a copy of the function).
-    Persistent,
-    /// `get_pages` with a NULL callback (drivers before 535.14).
-    LegacyPersistent,
-}
-
-/// Where a pin is in its life.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(super) enum Phase {
-    /// `get_pages` returned; the table is live.
-    Live,
-    /// The owner started unpinning: `put_pages` is (about to be) in flight.
-    Putting,
-    /// `put_pages` returned.
-    Put,
-    /// Dropped by its owner's handle outside the owning process: not put (the
-    /// driver would not find it), left to the free callback, which still comes.
-    Orphaned,
-    /// A free callback started: the driver frees the table when it returns.
-    Freed,
-}
-
-/// A driver-owned pointer kept under the pin's lock.
-pub(super) struct Raw<T>(pub(super) *mut T);
-
-// SAFETY: the pointers are only used under the pin's lock, or by the one thread that
-// took them out of it, following the driver's rules for its objects.
-unsafe impl<T> Send for Raw<T> {}
-
-/// The mutable state of a pin.
-///
-/// # Invariants
-///
-/// - `table` is non-null only in `Live`, `Putting` and `Orphaned`, and during a
-///   callback until it has waited for `in_flight` to drop to zero.
-/// - `mappings` are live DMA mappings of `table`.
-/// - `in_flight` counts driver calls on `table` (map, unmap) not yet returned; a map
-///   starts only in `Live`, an unmap only while `table` is non-null and no callback
-///   has started.
-pub(super) struct PinState {
-    pub(super) phase: Phase,
-    pub(super) table: Raw<bindings::nvidia_p2p_page_table>,
-    pub(super) mappings: Mappings,
-    pub(super) in_flight: u32,
-    /// Tasks waiting on the pin's `idle` condition: a waker with none skips the wake-up.
-    pub(super) waiters: u32,
-    pub(super) callback_running: bool,
-    /// The task running the callback (compared, never dereferenced).
-    pub(super) callback_task: usize,
-    /// Whether the driver's `data` reference was given back.
-    pub(super) data_released: bool,
-    /// Held while the pin is orphaned: the module stays until its callback ran.
-    pub(super) orphan: Option<ModuleRef>,
-}
-
-impl PinState {
-    /// Counts a mapping call in flight on the live table, with room reserved to
-    /// record its mapping beside those of the calls already in flight (each records
-    /// one when it returns); `EFAULT` once the pin is freed or put.
-    pub(super) fn begin_call(&mut self) -> Result<*mut bindings::nvidia_p2p_page_table> {
-        if self.phase != Phase::Live || self.table.0.is_null() {
-            return Err(EFAULT);
-        }
-        self.mappings.reserve(self.in_flight as usize + 1)?;
-        self.in_flight += 1;
-        Ok(self.table.0)
-    }
-
-    /// Whether the driver's `data` reference may be given back now: no callback is
-    /// running and none can start (put returned, or a callback already ran).
-    pub(super) fn take_data_release(&mut self) -> bool {
-        if self.data_released || self.callback_running {
-            return false;
-        }
-        if matches!(self.phase, Phase::Put | Phase::Freed) {
-            self.data_released = true;
-            return true;
-        }
-        false
-    }
-}
-
-/// A driver DMA mapping, as a pin records it.
-pub(super) type RawMapping = Raw<bindings::nvidia_p2p_dma_mapping>;
-
-/// The live DMA mappings of a pin: the first in place (a pin mostly has one peer), any
-/// more in a boxed vector, so that the pin's state stays small (with the client's
-/// record, a pin fits a 192-byte allocation).
-///
-/// # Invariants
-///
-/// `more` holds nothing while `first` is `None`.
-pub(super) struct Mappings {
-    first: Option<RawMapping>,
-    more: Option<KBox<KVec<RawMapping>>>,
-}
-
-impl Mappings {
-    /// None.
-    pub(super) fn new() -> Self {
-        // INVARIANT: both empty.
-        Mappings {
-            first: None,
-            more: None,
-        }
-    }
-
-    /// How many are recorded.
-    pub(super) fn len(&self) -> usize {
-        usize::from(self.first.is_some()) + self.more.as_ref().map_or(0, |v| v.len())
-    }
-
-    /// Makes room for `extra` more, so that that many [`Mappings::push`] succeed.
-    pub(super) fn reserve(&mut self, extra: usize) -> Result {
-        // The first lives in place: the vector holds the others.
-        let others = (self.len() + extra).saturating_sub(1);
-        if others == 0 {
-            return Ok(());
-        }
-        let more = match &mut self.more {
-            Some(v) => v,
-            None => self.more.insert(KBox::new(KVec::new(), GFP_KERNEL)?),
-        };
-        let have = more.len();
-        more.reserve(others.saturating_sub(have), GFP_KERNEL)?;
-        Ok(())
-    }
-
-    /// Records `m`; `false` if there was no room (see [`Mappings::reserve`]).
-    pub(super) fn push(&mut self, m: RawMapping) -> bool {
-        if self.first.is_none() {
-            // INVARIANT: `first` is set before `more` takes anything.
-            self.first = Some(m);
-            return true;
-        }
-        self.more
-            .as_mut()
-            .is_some_and(|v| v.push_within_capacity(m).is_ok())
-    }
-
-    /// Forgets the mapping at `raw`; whether it was recorded.
-    pub(super) fn remove(&mut self, raw: *mut bindings::nvidia_p2p_dma_mapping) -> bool {
-        if self.first.as_ref().is_some_and(|m| m.0 == raw) {
-            // INVARIANT: a vector element, if any, takes the first place.
-            self.first = self.more.as_mut().and_then(|v| v.pop());
-            return true;
-        }
-        let Some(more) = self.more.as_mut() else {
-            return false;
-        };
-        match more.iter().position(|m| m.0 == raw) {
-            Some(i) => more.remove(i).is_ok(),
-            None => false,
-        }
-    }
-
-    /// Takes every recorded mapping, leaving none.
-    pub(super) fn take(&mut self) -> impl Iterator<Item = RawMapping> {
-        // INVARIANT: both emptied.
-        let more = self.more.take().map(KBox::into_inner);
-        Iterator::chain(self.first.take().into_iter(), more.into_iter().flatten())
-    }
-}
-
-/// What a pin handle and the driver's callback share.
-#[pin_data]
-pub(super) struct PinShared<T: FreeHandler> {
-    /// The driver's functions, shared by every pin (a copy would be 64 bytes a pin).
-    pub(super) nv: Arc<NvP2p>,
-    pub(super) range: GpuRange,
-    pub(super) kind: PinKind,
-    /// The process that pinned (the caller of `NvP2p::pin`).
-    owner: Owner,
-    /// How many [`GpuPin`] handles own the pin: the last one dropped unpins. The
-    /// `Arc` count is more, with the driver's `data` reference and DMA mappings.
-    owners: AtomicU32,
-    #[pin]
-    pub(super) state: Mutex<PinState>,
-    #[pin]
-    pub(super) handler: T,
-}
-
-impl<T: FreeHandler> PinShared<T> {
-    fn new(
-        nv: Arc<NvP2p>,
-        range: GpuRange,
-        kind: PinKind,
-        handler: impl PinInit<T>,
-    ) -> impl PinInit<Self> {
-        pin_init!(Self {
-            nv,
-            range,
-            kind,
-            owner: Owner::current(),
-            owners: AtomicU32::new(1),
-            state <- new_mutex!(PinState {
-                phase: Phase::Live,
-                table: Raw(core::ptr::null_mut()),
-                mappings: Mappings::new(),
-                in_flight: 0,
-                waiters: 0,
-                callback_running: false,
-                callback_task: 0,
-                data_released: !matches!(kind, PinKind::Callback),
-                orphan: None,
-            }, "peermem_pin_state"),
-            handler <- handler,
-        })
-    }
-
-    /// The pin's range and owner.
-    fn identity(&self) -> PinIdentity {
-        PinIdentity {
-            range: self.range,
-            mm: self.owner.mm_addr(),
-            tgid: self.owner.tgid,
-        }
-    }
-
-    /// Takes the table `get_pages` returned, after checking it.
-    fn adopt_table(
-        self: &Arc<Self>,
-        table: *mut bindings::nvidia_p2p_page_table,
-    ) -> Result<(), PinError> {
-        let mut st = self.state.lock();
-        if st.phase == Phase::Freed {
-            // A callback ran since the driver armed it, maybe before get_pages
-            // returned (docs/abi.md 1.4): the table is gone, and not to be read.
-            return Err(PinError::Freed);
-        }
-        // SAFETY: the driver just handed `table` out and cannot free it before a
-        // callback, which has not started (phase is `Live`, and callbacks change it
-        // under this lock before anything else).
-        let check = unsafe { check_page_table(table, self.range.pages()) };
-        if let Err(bad) = check {
-            st.phase = Phase::Putting;
-            drop(st);
-            pr_err!(
-                "nvidia.ko returned an unusable page table ({:?}); unpinning\n",
-                bad
-            );
-            if !table.is_null() {
-                // SAFETY: the table was handed out by this driver for `self.range` with
-                // a pin of `self.kind`, and no callback has started.
-                unsafe { self.nv.raw_put(self.kind, self.range, table) };
-            }
-            self.finish_put();
-            return Err(PinError::BadAnswer);
-        }
-        st.table = Raw(table);
-        Ok(())
-    }
-
-    /// Marks the put done and gives back the driver's reference if it is the last use.
-    fn finish_put(self: &Arc<Self>) {
-        let release = {
-            let mut st = self.state.lock();
-            st.phase = Phase::Put;
-            st.table = Raw(core::ptr::null_mut());
-            st.take_data_release()
-        };
-        if release {
-            // SAFETY: the driver's reference was created by `Arc::into_raw` in
-            // `NvP2p::pin`, and `take_data_release` returned true exactly once.
-            drop(unsafe { Arc::from_raw(Arc::as_ptr(self)) });
-        }
-    }
-
-    /// Starts a mapping call on the live table, with room reserved to record the
-    /// mapping; `EFAULT` once the pin is freed or put.
-    pub(super) fn begin_call(&self) -> Result<*mut bindings::nvidia_p2p_page_table> {
-        self.state.lock().begin_call()
-    }
-
-    /// Ends a driver call; wakes a callback waiting for calls to drain.
-    pub(super) fn end_call(&self, st: &mut PinState) {
-        st.in_flight -= 1;
-        if st.in_flight == 0 {
-            self.wake_idle(st);
-        }
-    }
-
-    /// Waits for a change of the state (a call ending, a callback finishing): the lock
-    /// is dropped while asleep and held again on return.
-    fn wait_idle(&self, st: &mut MutexGuard<'_, PinState>) {
-        // Counted under the lock, and queued before the lock is dropped: a waker, which
-        // holds the lock, sees the count whenever a waiter could miss its wake-up.
-        st.waiters += 1;
-        self.nv.idle.wait(st);
-        st.waiters -= 1;
-    }
-
-    /// Wakes the tasks in [`PinShared::wait_idle`], if any (with the state lock held).
-    fn wake_idle(&self, st: &PinState) {
-        if st.waiters > 0 {
-            self.nv.idle.notify_all();
-        }
-    }
-}
-
-/// The driver's free callback for pins with handler `T`.
-///
-/// # Safety
-///
-/// Called by nvidia.ko with the `data` given to `nvidia_p2p_get_pages` in
-/// [`NvP2p::pin`]: a reference on a `PinShared<T>` that stays valid until the callback
-/// gives it back (`PinState` protocol).
-unsafe extern "C" fn free_callback<T: FreeHandler>(data: *mut c_void) {
-    // The whole callback runs under its own module reference: the holders of the
-    // module's other references (registrations, an orphaned pin) may let go of them
-    // while it runs. Declared first, dropped last.
-    let _module = ModuleRef::new();
-    // SAFETY: `data` is the driver's reference (the caller's guarantee); it is only
-    // given back below, after the last use of `shared`.
-    let shared: ArcBorrow<'_, PinShared<T>> = unsafe { ArcBorrow::from_raw(data.cast()) };
-    {
-        let mut st = shared.state.lock();
-        st.callback_running = true;
-        st.callback_task = kernel::task::Task::current_raw() as usize;
-        st.phase = Phase::Freed;
-    }
-    // No new driver call starts on the table from here on (`begin_call`).
-    shared.handler.on_free(shared.identity());
-
-    let release = {
-        let mut st = shared.state.lock();
-        // Calls that started before the phase changed must end before the driver frees
-        // the table, which it does as soon as this callback returns.
-        while st.in_flight > 0 {
-            shared.wait_idle(&mut st);
-        }
-        let table = core::mem::replace(&mut st.table, Raw(core::ptr::null_mut()));
-        for m in st.mappings.take() {
-            // SAFETY: `m` is a live mapping of the table; freeing it is allowed inside
-            // the callback (docs/abi.md 1.1), and nothing else uses it any more.
-            unsafe { (shared.nv.free_dma_mapping)(m.0) };
-        }
-        if !table.0.is_null() {
-            // SAFETY: `table` is this pin's table; freeing it is the one thing the
-            // callback must do with it (docs/abi.md 1.1).
-            unsafe { (shared.nv.free_page_table)(table.0) };
-        }
-        st.callback_running = false;
-        st.callback_task = 0;
-        shared.wake_idle(&st);
-        (st.take_data_release(), st.orphan.take())
-    };
-    let (release, _orphan) = release;
-    if release {
-        // SAFETY: the driver's reference came from `Arc::into_raw` in `NvP2p::pin` and
-        // `take_data_release` returned true exactly once; `shared` is not used after.
-        drop(unsafe { Arc::from_raw(data.cast::<PinShared<T>>().cast_const()) });
-    }
-}
-
 /// A pinned range of GPU memory, owned by every clone of the handle.
 ///
 /// Dropping the last clone unpins, unless a free callback already tore the pin down.
@@ -547,7 +191,7 @@ pub(crate) struct GpuPin<T: FreeHandler> {
 impl<T: FreeHandler> Clone for GpuPin<T> {
     fn clone(&self) -> Self {
         // Relaxed, as for an `Arc`: the caller's handle keeps the pin owned meanwhile.
-        self.shared.owners.fetch_add(1, Ordering::Relaxed);
+        self.shared.owners.fetch_add(1, Relaxed);
         // INVARIANT: counted above.
         GpuPin {
             shared: self.shared.clone(),
@@ -616,7 +260,7 @@ impl<T: FreeHandler> GpuPin<T> {
                 st.phase = Phase::Orphaned;
                 st.orphan = Some(ModuleRef::new());
                 drop(st);
-                if crate::glue::ratelimit(crate::stats::ORPHAN_RATELIMIT) {
+                if crate::glue::ratelimit(ORPHAN_RATELIMIT) {
                     pr_info!(
                         "GPU pin {:#x}+{:#x} released outside its process (tgid {}): it stays until that process frees the memory or exits\n",
                         s.range.start(),
@@ -644,9 +288,9 @@ impl<T: FreeHandler> GpuPin<T> {
 
 impl<T: FreeHandler> Drop for GpuPin<T> {
     fn drop(&mut self) {
-        // Release, and acquire for the last: as an `Arc`'s count, so that the last
-        // owner sees everything the others did with the pin.
-        if self.shared.owners.fetch_sub(1, Ordering::AcqRel) != 1 {
+        // Fully ordered, as an `Arc`'s count (release, and acquire for the last), so
+        // that the last owner sees everything the others did with the pin.
+        if compat::fetch_sub(&self.shared.owners, 1, Full) != 1 {
             return;
         }
         self.put_last();

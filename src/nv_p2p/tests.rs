@@ -5,10 +5,23 @@
 
 use super::{
     abi::*,
-    pin::{Mappings, Phase, PinState, Raw},
-    *,
+    state::{
+        Mappings,
+        Phase,
+        PinState,
+        Raw, //
+    },
+    *, //
 };
-use crate::range::GpuRange;
+use crate::{
+    foreign::{
+        driver_result,
+        MissingSymbol, //
+    },
+    range::GpuRange, //
+};
+
+mod stub;
 
 /// A free handler that does nothing (the suite's pins are never freed by a callback).
 struct NoCallback;
@@ -19,9 +32,23 @@ impl FreeHandler for NoCallback {
 
 #[kunit_tests(peermem_nv_p2p)]
 mod suite {
-    use super::*;
-    use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
-    use kernel::sync::Arc;
+    use super::{
+        stub::{
+            stub_driver,
+            GOOD_TABLE,
+            MODE,
+            PUTS, //
+        },
+        *, //
+    };
+    use crate::glue::no_symbols;
+    use kernel::sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Arc, //
+    };
 
     #[test]
     fn page_table_versions() {
@@ -165,135 +192,6 @@ mod suite {
         Ok(())
     }
 
-    use crate::glue::no_symbols;
-
-    // A stub driver: what its persistent get hands out is chosen per test.
-    static MODE: AtomicU32 = AtomicU32::new(0);
-    static PUTS: AtomicU32 = AtomicU32::new(0);
-    /// What the persistent get hands out in mode 2.
-    static GOOD_TABLE: AtomicPtr<bindings::nvidia_p2p_page_table> =
-        AtomicPtr::new(core::ptr::null_mut());
-    static mut BAD_TABLE: bindings::nvidia_p2p_page_table = bindings::nvidia_p2p_page_table {
-        version: 0x0009_0000,
-        page_size: 1,
-        pages: core::ptr::null_mut(),
-        entries: 1,
-        gpu_uuid: core::ptr::null_mut(),
-        flags: 0,
-    };
-
-    /// # Safety
-    ///
-    /// Called by the wrapper under test, with the pointers it passes to a driver.
-    unsafe extern "C" fn stub_get_persistent(
-        _va: u64,
-        _len: u64,
-        table: *mut *mut bindings::nvidia_p2p_page_table,
-        _flags: u32,
-    ) -> c_int {
-        let t = match MODE.load(Ordering::Relaxed) {
-            // Success, but no table.
-            0 => core::ptr::null_mut(),
-            // A valid table, set by the test.
-            2 => GOOD_TABLE.load(Ordering::Relaxed),
-            // A table of an unknown version.
-            _ => core::ptr::addr_of_mut!(BAD_TABLE),
-        };
-        // SAFETY: the wrapper passes a valid out-pointer.
-        unsafe { *table = t };
-        0
-    }
-
-    /// # Safety
-    ///
-    /// Called by the wrapper under test, with the pointers it passes to a driver.
-    unsafe extern "C" fn stub_put_persistent(
-        _va: u64,
-        _table: *mut bindings::nvidia_p2p_page_table,
-        _flags: u32,
-    ) -> c_int {
-        PUTS.fetch_add(1, Ordering::Relaxed);
-        0
-    }
-
-    /// # Safety
-    ///
-    /// Called by the wrapper under test, with the pointers it passes to a driver.
-    unsafe extern "C" fn stub_get(
-        _t: u64,
-        _v: u32,
-        _va: u64,
-        _len: u64,
-        _table: *mut *mut bindings::nvidia_p2p_page_table,
-        _cb: bindings::nvidia_p2p_free_callback_t,
-        _data: *mut c_void,
-    ) -> c_int {
-        -12
-    }
-
-    /// # Safety
-    ///
-    /// Called by the wrapper under test, with the pointers it passes to a driver.
-    unsafe extern "C" fn stub_put(
-        _t: u64,
-        _v: u32,
-        _va: u64,
-        _table: *mut bindings::nvidia_p2p_page_table,
-    ) -> c_int {
-        0
-    }
-
-    /// # Safety
-    ///
-    /// Called by the wrapper under test, with the pointers it passes to a driver.
-    unsafe extern "C" fn stub_free_table(_t: *mut bindings::nvidia_p2p_page_table) -> c_int {
-        0
-    }
-
-    /// # Safety
-    ///
-    /// Called by the wrapper under test, with the pointers it passes to a driver.
-    unsafe extern "C" fn stub_map(
-        _p: *mut bindings::pci_dev,
-        _t: *mut bindings::nvidia_p2p_page_table,
-        _m: *mut *mut bindings::nvidia_p2p_dma_mapping,
-    ) -> c_int {
-        -5
-    }
-
-    /// # Safety
-    ///
-    /// Called by the wrapper under test, with the pointers it passes to a driver.
-    unsafe extern "C" fn stub_unmap(
-        _p: *mut bindings::pci_dev,
-        _t: *mut bindings::nvidia_p2p_page_table,
-        _m: *mut bindings::nvidia_p2p_dma_mapping,
-    ) -> c_int {
-        0
-    }
-
-    /// # Safety
-    ///
-    /// Called by the wrapper under test, with the pointers it passes to a driver.
-    unsafe extern "C" fn stub_free_map(_m: *mut bindings::nvidia_p2p_dma_mapping) -> c_int {
-        0
-    }
-
-    fn stub_driver(persistent: bool) -> bindings::peermem_symbols {
-        let mut s = no_symbols();
-        s.nv_get_pages = Some(stub_get);
-        s.nv_put_pages = Some(stub_put);
-        s.nv_free_page_table = Some(stub_free_table);
-        s.nv_dma_map_pages = Some(stub_map);
-        s.nv_dma_unmap_pages = Some(stub_unmap);
-        s.nv_free_dma_mapping = Some(stub_free_map);
-        if persistent {
-            s.nv_get_pages_persistent = Some(stub_get_persistent);
-            s.nv_put_pages_persistent = Some(stub_put_persistent);
-        }
-        s
-    }
-
     #[test]
     fn missing_symbols_are_named() {
         assert_eq!(
@@ -323,20 +221,20 @@ mod suite {
         )?;
         let range = GpuRange::aligned(0x7f00_0000_0000, 0x1_0000).ok_or(EINVAL)?;
         // Success without a table: EIO, nothing to put.
-        MODE.store(0, Ordering::Relaxed);
-        let puts = PUTS.load(Ordering::Relaxed);
+        MODE.store(0, Relaxed);
+        let puts = PUTS.load(Relaxed);
         assert_eq!(
             NvP2p::pin_persistent(&nv, range, NoCallback).err(),
             Some(PinError::BadAnswer)
         );
-        assert_eq!(PUTS.load(Ordering::Relaxed), puts);
+        assert_eq!(PUTS.load(Relaxed), puts);
         // A table of an unknown version: EIO, and the pin is given back.
-        MODE.store(1, Ordering::Relaxed);
+        MODE.store(1, Relaxed);
         assert_eq!(
             NvP2p::pin_persistent(&nv, range, NoCallback).err(),
             Some(PinError::BadAnswer)
         );
-        assert_eq!(PUTS.load(Ordering::Relaxed), puts + 1);
+        assert_eq!(PUTS.load(Relaxed), puts + 1);
         // A driver error is passed through, as the driver's.
         assert_eq!(
             NvP2p::pin(&nv, range, NoCallback).err(),
@@ -346,13 +244,13 @@ mod suite {
     }
 
     /// Counts the [`FreeHandler::released`] calls of its pins.
-    static RELEASED: AtomicU32 = AtomicU32::new(0);
+    static RELEASED: Atomic<u32> = Atomic::new(0);
     struct CountReleases;
 
     impl FreeHandler for CountReleases {
         fn on_free(&self, _pin: PinIdentity) {}
         fn released(&self, _pin: PinIdentity) {
-            RELEASED.fetch_add(1, Ordering::Relaxed);
+            RELEASED.fetch_add(1, Relaxed);
         }
     }
 
@@ -364,12 +262,9 @@ mod suite {
         )?;
         let range = GpuRange::aligned(0x7f00_0000_0000, 0x1_0000).ok_or(EINVAL)?;
         let mut t = table(0x0002_0000, 1)?;
-        GOOD_TABLE.store(&raw mut t.raw, Ordering::Relaxed);
-        MODE.store(2, Ordering::Relaxed);
-        let (puts, released) = (
-            PUTS.load(Ordering::Relaxed),
-            RELEASED.load(Ordering::Relaxed),
-        );
+        GOOD_TABLE.store(&raw mut t.raw, Relaxed);
+        MODE.store(2, Relaxed);
+        let (puts, released) = (PUTS.load(Relaxed), RELEASED.load(Relaxed));
         let pin = NvP2p::pin_persistent(&nv, range, CountReleases).map_err(Error::from)?;
         // Three owners of one pin (a registry node and two registrations): the first
         // two to let go neither put it nor release it.
@@ -377,13 +272,13 @@ mod suite {
         let b = a.clone();
         drop(pin);
         drop(b);
-        assert_eq!(PUTS.load(Ordering::Relaxed), puts);
-        assert_eq!(RELEASED.load(Ordering::Relaxed), released);
+        assert_eq!(PUTS.load(Relaxed), puts);
+        assert_eq!(RELEASED.load(Relaxed), released);
         assert!(!a.is_freed() && a.is_persistent());
         drop(a);
-        assert_eq!(PUTS.load(Ordering::Relaxed), puts + 1);
-        assert_eq!(RELEASED.load(Ordering::Relaxed), released + 1);
-        GOOD_TABLE.store(core::ptr::null_mut(), Ordering::Relaxed);
+        assert_eq!(PUTS.load(Relaxed), puts + 1);
+        assert_eq!(RELEASED.load(Relaxed), released + 1);
+        GOOD_TABLE.store(core::ptr::null_mut(), Relaxed);
         drop(t);
         Ok(())
     }
@@ -397,29 +292,29 @@ mod suite {
             waiters: 0,
             callback_running: false,
             callback_task: 0,
-            data_released: false,
+            data: None,
             orphan: None,
         }
     }
 
     #[test]
-    fn callback_data_is_given_back_once_by_whichever_ends_last() {
+    fn callback_data_is_given_back_by_whichever_ends_last() {
         // Live, putting or orphaned: a callback may still come.
         for phase in [Phase::Live, Phase::Putting, Phase::Orphaned] {
-            assert!(!state(phase).take_data_release());
+            assert!(!state(phase).data_may_go());
         }
-        // Put, or freed by a callback that returned: given back, and only once.
+        // Put, or freed by a callback that returned: given back (once: `take_data`
+        // takes it out of the state).
         for phase in [Phase::Put, Phase::Freed] {
-            let mut st = state(phase);
-            assert!(st.take_data_release());
-            assert!(!st.take_data_release());
+            assert!(state(phase).data_may_go());
+            assert!(state(phase).take_data().is_none());
         }
         // A callback still running keeps it, even once put.
         let mut st = state(Phase::Put);
         st.callback_running = true;
-        assert!(!st.take_data_release());
+        assert!(!st.data_may_go());
         st.callback_running = false;
-        assert!(st.take_data_release());
+        assert!(st.data_may_go());
     }
 
     #[test]
@@ -438,10 +333,19 @@ mod suite {
             assert!(st.mappings.push(m(i)));
         }
         assert_eq!(st.mappings.len(), 3);
+        // A null mapping is never recorded (null marks the empty first place).
+        assert!(!st.mappings.push(Raw(core::ptr::null_mut())));
+        assert!(!st.mappings.remove(core::ptr::null_mut()));
+        assert_eq!(st.mappings.len(), 3);
         // Not once the pin is put or freed.
         for phase in [Phase::Putting, Phase::Put, Phase::Freed] {
             assert_eq!(state(phase).begin_call(), Err(EFAULT));
         }
+        // An unmap counts in flight only for a recorded mapping, which it forgets.
+        assert_eq!(st.begin_unmap(m(2).0), Some(st.table.0));
+        assert_eq!(st.begin_unmap(m(2).0), None);
+        assert_eq!(st.in_flight, 4);
+        assert!(st.mappings.push(m(2)));
         // Any one can go, the first included; what is left stays recorded.
         let ms = &mut st.mappings;
         assert!(ms.remove(m(1).0));

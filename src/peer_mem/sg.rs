@@ -6,7 +6,10 @@ use core::ptr::NonNull;
 
 use kernel::prelude::*;
 
-use crate::bindings;
+use crate::{
+    bindings,
+    foreign::driver_result, //
+};
 
 /// The core's `sg_table` of one region.
 ///
@@ -79,7 +82,7 @@ impl SgList {
         // SAFETY: `table` is a valid, empty table. On failure the glue leaves nothing
         // allocated.
         let ret = unsafe { bindings::peermem_sg_alloc(&mut table, n) };
-        crate::nv_p2p::driver_result(ret)?;
+        driver_result(ret)?;
         // INVARIANT: allocated by `peermem_sg_alloc` just above.
         let list = SgList { table };
         let mut sg = list.table.sgl;

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The driver's free callback of a callback pin (docs/abi.md 1.4,
+//! docs/pin-state-machine.md).
+
+use kernel::{
+    ffi::c_void,
+    sync::{
+        Arc,
+        ArcBorrow, //
+    },
+    types::ForeignOwnable, //
+};
+
+use super::{
+    shared::{
+        FreeHandler,
+        PinShared, //
+    },
+    state::{
+        Phase,
+        Raw, //
+    },
+};
+use crate::glue::ModuleRef;
+
+/// The driver's free callback for pins with handler `T`.
+///
+/// # Safety
+///
+/// Called by nvidia.ko with the `data` given to `nvidia_p2p_get_pages` in
+/// [`NvP2p::pin`](super::NvP2p::pin): the pointer of the pin's
+/// [`DriverData`](super::state::DriverData), a reference on a `PinShared<T>` that stays
+/// valid until the callback gives it back (`PinState` protocol).
+pub(super) unsafe extern "C" fn free_callback<T: FreeHandler>(data: *mut c_void) {
+    // The whole callback runs under its own module reference: the holders of the
+    // module's other references (registrations, an orphaned pin) may let go of them
+    // while it runs. Declared first, dropped last.
+    let _module = ModuleRef::new();
+    // SAFETY: `data` is the `into_foreign` pointer of an `Arc<PinShared<T>>` (the
+    // caller's guarantee), the driver's reference, which is only given back below,
+    // after the last use of `shared`.
+    let shared: ArcBorrow<'_, PinShared<T>> = unsafe { <Arc<PinShared<T>>>::borrow(data) };
+    {
+        let mut st = shared.state.lock();
+        st.callback_running = true;
+        st.callback_task = kernel::task::Task::current_raw() as usize;
+        st.phase = Phase::Freed;
+    }
+    // No new driver call starts on the table from here on (`DriverCall`).
+    shared.handler.on_free(shared.identity());
+
+    let (data, _orphan) = {
+        let mut st = shared.state.lock();
+        // Calls that started before the phase changed must end before the driver frees
+        // the table, which it does as soon as this callback returns.
+        while st.in_flight > 0 {
+            shared.wait_idle(&mut st);
+        }
+        let table = core::mem::replace(&mut st.table, Raw(core::ptr::null_mut()));
+        for m in st.mappings.take() {
+            // SAFETY: `m` is a live mapping of the table; freeing it is allowed inside
+            // the callback (docs/abi.md 1.1), and nothing else uses it any more.
+            unsafe { (shared.nv.free_dma_mapping)(m.0) };
+        }
+        if !table.0.is_null() {
+            // SAFETY: `table` is this pin's table; freeing it is the one thing the
+            // callback must do with it (docs/abi.md 1.1).
+            unsafe { (shared.nv.free_page_table)(table.0) };
+        }
+        st.callback_running = false;
+        st.callback_task = 0;
+        shared.wake_idle(&st);
+        (st.take_data(), st.orphan.take())
+    };
+    if let Some(data) = data {
+        // SAFETY: the pin's data reference was made of an `Arc<PinShared<T>>`;
+        // `shared` is not used after.
+        unsafe { data.give_back::<PinShared<T>>() };
+    }
+}
