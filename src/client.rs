@@ -8,8 +8,9 @@
 //! registration covered by a live pin of the same address space reuses it. See
 //! docs/pin-state-machine.md for the states and the lock order.
 //!
-//! Files: `user` (one registration and its invalidation), `shared_pin` (a pin and the
-//! registrations it serves), `sg` (the SG list of a registration). Tests: the KUnit
+//! Files: `peer` (the core's callbacks, `PeerClient`), `user` (one registration and its
+//! invalidation), `shared_pin` (a pin and the registrations it serves), `sg` (the SG
+//! list of a registration). Tests: the KUnit
 //! suite `peermem_sg` (`client/sg.rs`); the client's behaviour against the fakes is
 //! tested by the suites in `tests/client` (peermem_client_<mode>, peermem_model_<mode>,
 //! peermem_faults) and the plan's scenarios (docs/testing.md).
@@ -23,12 +24,8 @@ use kernel::{
     new_mutex,
     prelude::*,
     sync::{
-        atomic::{
-            Relaxed,
-            Release, //
-        },
+        atomic::Relaxed,
         Arc,
-        ArcBorrow,
         CondVar,
         Mutex,
         SetOnce, //
@@ -43,16 +40,13 @@ use crate::{
     },
     peer_mem::{
         ClientKind,
-        DmaDevice,
         Invalidator,
-        PeerClient,
         SgHead,
         SgList, //
     },
     range::{
         GpuRange,
-        Span,
-        GPU_PAGE_SIZE, //
+        Span, //
     },
     registry::{
         Mode,
@@ -66,6 +60,7 @@ use crate::{
     }, //
 };
 
+mod peer;
 mod sg;
 mod shared_pin;
 mod user;
@@ -335,127 +330,4 @@ fn current_space() -> Option<SpaceId> {
         mm: mm.as_raw() as usize,
         tgid: compat::tgid(task),
     })
-}
-
-impl PeerClient for Client {
-    type Context = Arc<User>;
-
-    fn acquire(&self, addr: u64, size: u64) -> Result<Option<Arc<User>>> {
-        let span = match Span::covering(addr, size) {
-            Ok(s) => s,
-            Err(_) => {
-                self.shared
-                    .stats
-                    .refuse(Refusal::BadRange, addr, size, EINVAL);
-                return Ok(None);
-            }
-        };
-        let user = self
-            .claim(span)
-            .map_err(|e| self.shared.stats.refuse(Refusal::NoMemory, addr, size, e))?;
-        if user.is_some() {
-            // The user holds a module reference until it is gone (`User::_module`).
-            self.shared.stats.registrations.fetch_add(1, Relaxed);
-        }
-        Ok(user)
-    }
-
-    fn get_pages(&self, user: ArcBorrow<'_, User>, _write: bool, core_context: u64) -> Result {
-        let Some(pin) = user.pin.as_ref() else {
-            return Err(user.error().unwrap_or(EFAULT));
-        };
-        match pin.users() {
-            Some(u) => {
-                // Under the users lock, so a free callback either sees this context
-                // (and invalidates it) or has already marked the pin dead.
-                let u = u.users.lock();
-                if u.dead {
-                    drop(u);
-                    return Err(self.shared.stats.refuse(
-                        Refusal::Freed,
-                        user.addr(),
-                        user.len(),
-                        EFAULT,
-                    ));
-                }
-                user.core_context.store(core_context, Release);
-            }
-            None => user.core_context.store(core_context, Release),
-        }
-        Ok(())
-    }
-
-    fn dma_map(
-        &self,
-        user: ArcBorrow<'_, User>,
-        mut sg: SgHead,
-        dev: DmaDevice<'_>,
-    ) -> Result<u32> {
-        let stats = &self.shared.stats;
-        let refuse = |why, e| stats.refuse(why, user.addr(), user.len(), e);
-        let peer = dev
-            .pci_function()
-            .ok_or_else(|| refuse(Refusal::NotPci, compat::eopnotsupp()))?;
-        let pin = user.pin.as_ref().ok_or(EFAULT)?;
-        let max_seg = u64::from(peer.max_segment_size());
-        let (pin_range, range) = (pin.range(), user.range());
-        // The SG list is built from the driver's addresses in place, sized once (one
-        // allocation up to a page of entries; chained beyond).
-        let build = |addrs: &[u64]| SgList::new(sg_entries(addrs, pin_range, range, max_seg)?);
-        let (mapping, list) = pin.pin.dma_map(peer, build).map_err(|e| {
-            if e == EFAULT {
-                refuse(Refusal::Freed, e)
-            } else if e == ENOMEM {
-                refuse(Refusal::NoMemory, e)
-            } else {
-                refuse(Refusal::DmaMapFailed, e)
-            }
-        })?;
-        // Built apart and installed only on success: on failure the core's table is
-        // left untouched, as it requires.
-        sg.install(&list);
-        stats.sg_lists_now.fetch_add(1, Relaxed);
-        let n = list.len();
-        // The core maps a region once; whatever an earlier call left is dropped after
-        // the lock (an unmap may sleep).
-        let earlier = {
-            let mut st = user.state.lock();
-            (st.mapping.replace(mapping), st.sg.replace((sg, list)))
-        };
-        self.drop_mapped(earlier);
-        Ok(n)
-    }
-
-    fn dma_unmap(&self, user: ArcBorrow<'_, User>, sg: SgHead) {
-        // Never waits for an invalidation (see `UserState`): the state lock alone
-        // decides which of this and an INVALIDATE_UNMAPS invalidation drops the
-        // mapping; the plain client's unmap runs nested in its invalidation.
-        let (mapping, list) = {
-            let mut st = user.state.lock();
-            let ours = st.sg.as_ref().is_some_and(|(head, _)| head.is(&sg));
-            (st.mapping.take(), if ours { st.sg.take() } else { None })
-        };
-        self.drop_mapped((mapping, list));
-    }
-
-    fn put_pages(&self, user: ArcBorrow<'_, User>, sg: SgHead) {
-        // Same teardown as dma_unmap: after a failed dma_map it finds nothing to do.
-        self.dma_unmap(user, sg);
-    }
-
-    fn page_size(&self, _user: ArcBorrow<'_, User>) -> u64 {
-        GPU_PAGE_SIZE
-    }
-
-    fn release(&self, user: Arc<User>) {
-        self.drop_mapped(user.release(&self.shared));
-        if let Some(pin) = &user.pin {
-            self.detach(pin, &user);
-        }
-        self.shared.stats.releases.fetch_add(1, Relaxed);
-        // The core's reference is the last (the users list let go of its own in
-        // `detach`, unless a free callback still walks it): dropping it drops the
-        // registration's pin handle, and the last owner unpins, outside every lock of
-        // the registration.
-    }
 }
