@@ -49,7 +49,6 @@ use crate::{
         Span, //
     },
     registry::{
-        Mode,
         PinKey,
         Registry,
         SpaceId, //
@@ -117,11 +116,22 @@ impl Pins {
     }
 }
 
+/// How a client pins.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum PinMode {
+    /// Pins with a free callback, linked in the registry and shared by the
+    /// registrations they cover.
+    Callback,
+    /// Persistent pins, never shared (a pin outlives a free, while the address may be
+    /// reused for new memory): listed through their registration only.
+    Persistent,
+}
+
 /// What every part of a client shares.
 #[pin_data]
 struct ClientShared {
     nv: Arc<NvP2p>,
-    mode: Mode,
+    mode: PinMode,
     kind: ClientKind,
     pins: Arc<Pins>,
     stats: Arc<Stats>,
@@ -141,7 +151,7 @@ impl Client {
     /// A client pinning in `mode`, registered as `kind`.
     pub(crate) fn new(
         nv: Arc<NvP2p>,
-        mode: Mode,
+        mode: PinMode,
         kind: ClientKind,
         pins: Arc<Pins>,
         stats: Arc<Stats>,
@@ -173,13 +183,13 @@ impl Client {
         let users = PinUsers::new(c.clone());
         let pin = SharedPin {
             pin: match c.mode {
-                Mode::Callback => NvP2p::pin(&c.nv, range, users)?,
-                Mode::Persistent => NvP2p::pin_persistent(&c.nv, range, users)?,
+                PinMode::Callback => NvP2p::pin(&c.nv, range, users)?,
+                PinMode::Persistent => NvP2p::pin_persistent(&c.nv, range, users)?,
             },
         };
         // Accounted as unpinned when its last owner lets go (`PinUsers::released`).
         c.stats.pinned(range.len());
-        if c.mode == Mode::Persistent {
+        if c.mode == PinMode::Persistent {
             // Never shared: listed through its registration (`attach`), not linked.
             pin.numbered(c.pins.registry.next_id());
             return Ok(pin);
@@ -187,7 +197,7 @@ impl Client {
         let key = c
             .pins
             .registry
-            .insert(pin.space(), Mode::Callback, pin.clone())
+            .insert(pin.space(), pin.clone())
             .map_err(|_| PinError::NoMemory)?;
         // The window between taking the table and recording the link: a free callback
         // running here finds no id and leaves the unlink to `linked` below. Test builds
@@ -301,8 +311,8 @@ impl Client {
             // A kernel thread: not a process's GPU memory.
             return Ok(None);
         };
-        if c.mode == Mode::Callback {
-            if let Some(pin) = c.pins.registry.find_covering(space, Mode::Callback, range) {
+        if c.mode == PinMode::Callback {
+            if let Some(pin) = c.pins.registry.find_covering(space, range) {
                 if let Ok(user) = self.attach_user(span, pin)? {
                     c.stats.pin_reuses.fetch_add(1, Relaxed);
                     return Ok(Some(user));

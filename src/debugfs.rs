@@ -2,7 +2,8 @@
 
 //! What peermem shows under /sys/kernel/debug/peermem/ (read by `peermem status`).
 //!
-//! - `stats`: one `name value` line per counter (see [`Stats`]).
+//! - `stats`: one `name value` line per counter ([`Stats::COUNTERS`], then the
+//!   refusals).
 //! - `pins`: a `#` header, then one line per live pin:
 //!   `id tgid mode start end bytes users state space`, where `space` identifies the
 //!   address space (its mm, salted, without showing a kernel address; the thread group
@@ -39,20 +40,8 @@ struct StatsView(Arc<Stats>);
 impl fmt::Debug for StatsView {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.0;
-        let counters = [
-            ("registrations", &s.registrations),
-            ("releases", &s.releases),
-            ("pins", &s.pins),
-            ("pin_reuses", &s.pin_reuses),
-            ("invalidations", &s.invalidations),
-            ("free_callbacks", &s.free_callbacks),
-            ("pins_now", &s.pins_now),
-            ("sg_lists_now", &s.sg_lists_now),
-            ("bytes_pinned_now", &s.bytes_pinned_now),
-            ("bytes_pinned_peak", &s.bytes_pinned_peak),
-        ];
-        for (name, v) in counters {
-            writeln!(f, "{} {}", name, v.load(Relaxed))?;
+        for (name, counter) in Stats::COUNTERS {
+            writeln!(f, "{} {}", name, counter(s).load(Relaxed))?;
         }
         for why in Refusal::ALL {
             writeln!(f, "refused_{} {}", why.name(), s.refused(why))?;

@@ -8,6 +8,7 @@ use kernel::sync::Arc;
 use crate::{
     client::{
         Client,
+        PinMode,
         Pins, //
     },
     debugfs::{
@@ -22,7 +23,6 @@ use crate::{
         PeerCore,
         Registration, //
     },
-    registry::Mode,
     stats::Stats, //
 };
 
@@ -117,7 +117,7 @@ impl kernel::Module for PeerMem {
         let persistent_client = |kind| {
             Client::new(
                 nv.clone(),
-                Mode::Persistent,
+                PinMode::Persistent,
                 kind,
                 pins.clone(),
                 stats.clone(),
@@ -139,7 +139,7 @@ impl kernel::Module for PeerMem {
             };
             let c = Client::new(
                 nv.clone(),
-                Mode::Callback,
+                PinMode::Callback,
                 kind,
                 pins.clone(),
                 stats.clone(),

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! The pin registry: live GPU pins by address space, pin mode and 64 KiB range.
+//! The pin registry: live callback pins by address space and 64 KiB range (persistent
+//! pins are never shared, so never linked here).
 //!
-//! Pins sit in a red-black tree ordered by (address space, mode, start, id). Finding a
-//! pin that covers a range walks back from the last pin starting at or before the
-//! range's start, within the same address space and mode, for at most [`SCAN`] pins:
+//! Pins sit in a red-black tree ordered by (address space, start, id). Finding a pin
+//! that covers a range walks back from the last pin starting at or before the range's
+//! start, within the same address space, for at most [`SCAN`] pins:
 //! `O(log n + SCAN)` whatever the number of live pins. A covering pin further back is
 //! not found and the registration pins anew, which is always correct (overlapping pins
 //! are legal; the driver shares their BAR1 mappings, docs/abi.md 1.5). See
@@ -31,16 +32,6 @@ use crate::range::GpuRange;
 /// How many pins a covering-pin search examines at most.
 pub(crate) const SCAN: usize = 16;
 
-/// How a pin was made; pins of different modes are never shared.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
-pub(crate) enum Mode {
-    /// A pin with a free callback (shared by covered registrations).
-    Callback,
-    /// A persistent pin (never shared: it outlives a free, while the address may be
-    /// reused for new memory).
-    Persistent,
-}
-
 /// The identity of an address space: its `mm_struct` and thread group. The registry's
 /// entries hold a reference on the mm (mmgrab), so the address cannot be reused by
 /// another process while a key names it.
@@ -64,29 +55,27 @@ impl SpaceId {
     }
 }
 
-/// A pin's place in the tree, ordered by address space, mode, start and id.
+/// A pin's place in the tree, ordered by address space, start and id.
 ///
 /// The address space is kept as its two fields rather than as a nested [`SpaceId`],
 /// which pads to 16 bytes: the key packs into 32 bytes, and a tree node (the kernel's
 /// `rb_node`, the key and the pin reference) into a 64-byte allocation instead of a
 /// 96-byte one. The derived order follows the declaration: `mm` then `tgid` is
-/// [`SpaceId`]'s own order, then mode, start and id.
+/// [`SpaceId`]'s own order, then start and id.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 pub(crate) struct PinKey {
     mm: usize,
     tgid: i32,
-    mode: Mode,
     start: u64,
     id: u64,
 }
 
 impl PinKey {
-    /// The key of pin `id`, of `space` and `mode`, starting at `start`.
-    pub(crate) fn new(space: SpaceId, mode: Mode, start: u64, id: u64) -> Self {
+    /// The key of pin `id`, of `space`, starting at `start`.
+    pub(crate) fn new(space: SpaceId, start: u64, id: u64) -> Self {
         PinKey {
             mm: space.mm,
             tgid: space.tgid,
-            mode,
             start,
             id,
         }
@@ -145,10 +134,10 @@ impl<V: Entry> Registry<V> {
         self.next_id.fetch_add(1, Relaxed)
     }
 
-    /// Links `pin` under `space`, `mode` and its range; returns its key.
-    pub(crate) fn insert(&self, space: SpaceId, mode: Mode, pin: V) -> Result<PinKey> {
+    /// Links `pin` under `space` and its range; returns its key.
+    pub(crate) fn insert(&self, space: SpaceId, pin: V) -> Result<PinKey> {
         let id = self.next_id();
-        let key = PinKey::new(space, mode, pin.range().start(), id);
+        let key = PinKey::new(space, pin.range().start(), id);
         let node = RBTreeNode::new(key, pin, GFP_KERNEL)?;
         self.tree.lock().insert(node);
         Ok(key)
@@ -159,10 +148,10 @@ impl<V: Entry> Registry<V> {
         self.tree.lock().remove(key)
     }
 
-    /// A usable pin of `space` and `mode` that covers `range`, if one is among the
-    /// [`SCAN`] pins starting closest at or before it.
-    pub(crate) fn find_covering(&self, space: SpaceId, mode: Mode, range: GpuRange) -> Option<V> {
-        let probe = PinKey::new(space, mode, range.start(), u64::MAX);
+    /// A usable pin of `space` that covers `range`, if one is among the [`SCAN`] pins
+    /// starting closest at or before it.
+    pub(crate) fn find_covering(&self, space: SpaceId, range: GpuRange) -> Option<V> {
+        let probe = PinKey::new(space, range.start(), u64::MAX);
         let mut tree = self.tree.lock();
         // No key equals `probe` (ids stop short of u64::MAX): the lower bound is the
         // first pin after it, so the walk starts one before that.
@@ -173,7 +162,7 @@ impl<V: Entry> Registry<V> {
         for _ in 0..SCAN {
             let c = cursor?;
             let (k, v) = c.current();
-            if k.space() != space || k.mode != mode {
+            if k.space() != space {
                 return None;
             }
             if range.end() <= v.range().end() && v.usable() {
@@ -246,20 +235,18 @@ mod tests {
     }
 
     #[test]
-    fn keys_order_by_space_mode_start_and_id() {
-        let k = |space, mode, start, id| PinKey::new(space, mode, start, id);
-        let c = Mode::Callback;
-        // The packed key orders as (SpaceId, mode, start, id) did.
-        assert!(k(A, c, 9, 9) < k(B, c, 0, 0));
+    fn keys_order_by_space_start_and_id() {
+        let k = |space, start, id| PinKey::new(space, start, id);
+        // The packed key orders as (SpaceId, start, id) would.
+        assert!(k(A, 9, 9) < k(B, 0, 0));
         let other_mm = SpaceId {
             mm: 0x2000,
             tgid: 0,
         };
-        assert!(k(B, c, 0, 0) < k(other_mm, c, 0, 0));
-        assert!(k(A, c, 9, 9) < k(A, Mode::Persistent, 0, 0));
-        assert!(k(A, c, 1, 9) < k(A, c, 2, 0));
-        assert!(k(A, c, 1, 1) < k(A, c, 1, 2));
-        assert!(k(A, c, 1, 1).space() == A);
+        assert!(k(B, 0, 0) < k(other_mm, 0, 0));
+        assert!(k(A, 1, 9) < k(A, 2, 0));
+        assert!(k(A, 1, 1) < k(A, 1, 2));
+        assert!(k(A, 1, 1).space() == A);
         assert_eq!(size_of::<PinKey>(), 32);
     }
 
@@ -267,32 +254,27 @@ mod tests {
     fn finds_exact_and_covering_pins() -> Result {
         let reg = reg()?;
         let big = pin(10, 10)?;
-        reg.insert(A, Mode::Callback, big.clone())?;
-        let found = reg
-            .find_covering(A, Mode::Callback, r(12, 3)?)
-            .ok_or(ENOENT)?;
+        reg.insert(A, big.clone())?;
+        let found = reg.find_covering(A, r(12, 3)?).ok_or(ENOENT)?;
         assert!(Arc::ptr_eq(&found, &big));
-        assert!(reg.find_covering(A, Mode::Callback, r(10, 10)?).is_some());
+        assert!(reg.find_covering(A, r(10, 10)?).is_some());
         // Partial overlaps and ranges outside are not covered.
-        assert!(reg.find_covering(A, Mode::Callback, r(15, 10)?).is_none());
-        assert!(reg.find_covering(A, Mode::Callback, r(5, 6)?).is_none());
-        assert!(reg.find_covering(A, Mode::Callback, r(20, 1)?).is_none());
+        assert!(reg.find_covering(A, r(15, 10)?).is_none());
+        assert!(reg.find_covering(A, r(5, 6)?).is_none());
+        assert!(reg.find_covering(A, r(20, 1)?).is_none());
         Ok(())
     }
 
     #[test]
-    fn space_and_mode_separate_pins() -> Result {
+    fn spaces_separate_pins() -> Result {
         let reg = reg()?;
-        reg.insert(A, Mode::Callback, pin(0, 8)?)?;
-        assert!(reg.find_covering(B, Mode::Callback, r(1, 1)?).is_none());
-        assert!(reg.find_covering(A, Mode::Persistent, r(1, 1)?).is_none());
+        reg.insert(A, pin(0, 8)?)?;
+        assert!(reg.find_covering(B, r(1, 1)?).is_none());
         let other_mm = SpaceId {
             mm: 0x2000,
             tgid: 10,
         };
-        assert!(reg
-            .find_covering(other_mm, Mode::Callback, r(1, 1)?)
-            .is_none());
+        assert!(reg.find_covering(other_mm, r(1, 1)?).is_none());
         Ok(())
     }
 
@@ -301,12 +283,10 @@ mod tests {
         let reg = reg()?;
         let dead = pin(0, 8)?;
         let live = pin(0, 8)?;
-        reg.insert(A, Mode::Callback, live.clone())?;
-        let dkey = reg.insert(A, Mode::Callback, dead.clone())?;
+        reg.insert(A, live.clone())?;
+        let dkey = reg.insert(A, dead.clone())?;
         dead.usable.store(false, Relaxed);
-        let found = reg
-            .find_covering(A, Mode::Callback, r(2, 2)?)
-            .ok_or(ENOENT)?;
+        let found = reg.find_covering(A, r(2, 2)?).ok_or(ENOENT)?;
         assert!(Arc::ptr_eq(&found, &live));
         assert!(reg.remove(&dkey).is_some());
         assert!(reg.remove(&dkey).is_none());
@@ -317,23 +297,23 @@ mod tests {
     #[test]
     fn a_covering_pin_behind_small_ones_is_found_within_the_scan() -> Result {
         let reg = reg()?;
-        reg.insert(A, Mode::Callback, pin(0, 100)?)?;
+        reg.insert(A, pin(0, 100)?)?;
         for i in 1..(SCAN as u64 - 1) {
-            reg.insert(A, Mode::Callback, pin(i, 1)?)?;
+            reg.insert(A, pin(i, 1)?)?;
         }
-        assert!(reg.find_covering(A, Mode::Callback, r(50, 10)?).is_some());
+        assert!(reg.find_covering(A, r(50, 10)?).is_some());
         Ok(())
     }
 
     #[test]
     fn the_scan_is_bounded() -> Result {
         let reg = reg()?;
-        reg.insert(A, Mode::Callback, pin(0, 1000)?)?;
+        reg.insert(A, pin(0, 1000)?)?;
         for i in 1..=(SCAN as u64) {
-            reg.insert(A, Mode::Callback, pin(i, 1)?)?;
+            reg.insert(A, pin(i, 1)?)?;
         }
         // The big pin is SCAN + 1 pins back: not examined, so not found.
-        assert!(reg.find_covering(A, Mode::Callback, r(500, 1)?).is_none());
+        assert!(reg.find_covering(A, r(500, 1)?).is_none());
         assert_eq!(reg.len(), SCAN + 1);
         Ok(())
     }

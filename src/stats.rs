@@ -52,17 +52,21 @@ impl Refusal {
         Refusal::NoMemory,
     ];
 
+    /// The counters' names, in counter order (the `stats` file shows each as
+    /// `refused_<name>`).
+    pub(crate) const NAMES: [&'static str; REFUSALS] = [
+        "bad_range",
+        "bar1_exhausted",
+        "pin_failed",
+        "not_pci",
+        "dma_map_failed",
+        "freed",
+        "no_memory",
+    ];
+
     /// The counter's name.
     pub(crate) fn name(self) -> &'static str {
-        match self {
-            Refusal::BadRange => "bad_range",
-            Refusal::Bar1Exhausted => "bar1_exhausted",
-            Refusal::PinFailed => "pin_failed",
-            Refusal::NotPci => "not_pci",
-            Refusal::DmaMapFailed => "dma_map_failed",
-            Refusal::Freed => "freed",
-            Refusal::NoMemory => "no_memory",
-        }
+        Self::NAMES[self as usize]
     }
 
     /// The reason a failed pin stands for: only nvidia.ko's `ENOMEM` is BAR1
@@ -111,6 +115,27 @@ pub(crate) struct Stats {
     pub(crate) sg_lists_now: Atomic<u64>,
     /// Refusals, by [`Refusal`].
     pub(crate) refusals: [Atomic<u64>; REFUSALS],
+}
+
+/// A counter of the `stats` file: its name, and where it is in [`Stats`].
+pub(crate) type Counter = (&'static str, fn(&Stats) -> &Atomic<u64>);
+
+impl Stats {
+    /// The counters the `stats` file shows, in its order, before the refusal counters
+    /// (`refused_` and each of [`Refusal::NAMES`]). The one list of their names:
+    /// `peermem status` knows exactly these (tools/peermem/tests/known_stats.rs).
+    pub(crate) const COUNTERS: [Counter; 10] = [
+        ("registrations", |s| &s.registrations),
+        ("releases", |s| &s.releases),
+        ("pins", |s| &s.pins),
+        ("pin_reuses", |s| &s.pin_reuses),
+        ("invalidations", |s| &s.invalidations),
+        ("free_callbacks", |s| &s.free_callbacks),
+        ("pins_now", |s| &s.pins_now),
+        ("sg_lists_now", |s| &s.sg_lists_now),
+        ("bytes_pinned_now", |s| &s.bytes_pinned_now),
+        ("bytes_pinned_peak", |s| &s.bytes_pinned_peak),
+    ];
 }
 
 impl Default for Stats {

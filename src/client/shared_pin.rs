@@ -35,7 +35,6 @@ use crate::{
     range::GpuRange,
     registry::{
         Entry,
-        Mode,
         PinKey,
         SpaceId, //
     }, //
@@ -69,21 +68,12 @@ impl<U: PinUser> Clone for SharedPin<U> {
 }
 
 impl<U: PinUser> SharedPin<U> {
-    /// The mode the pin was made in.
-    fn mode(&self) -> Mode {
-        if self.pin.is_persistent() {
-            Mode::Persistent
-        } else {
-            Mode::Callback
-        }
-    }
-
     fn info(&self) -> &PinUsers<U> {
         self.pin.handler()
     }
 
     /// Records the key the registry linked the pin under (once): `Client::pin` links it
-    /// under its space, mode and start, which [`SharedPin::key`] rebuilds the key from.
+    /// under its space and start, which [`SharedPin::key`] rebuilds the key from.
     /// `false` if the free callback came first: it could not unlink the pin, so the
     /// caller does.
     pub(super) fn linked(&self, key: &PinKey) -> bool {
@@ -126,10 +116,10 @@ impl<U: PinUser> SharedPin<U> {
 
     /// The registry key, once linked (a persistent pin never is).
     pub(crate) fn key(&self) -> Option<PinKey> {
-        match self.mode() {
-            Mode::Callback => self.info().key(self.space(), self.range()),
-            Mode::Persistent => None,
+        if self.pin.is_persistent() {
+            return None;
         }
+        self.info().key(self.space(), self.range())
     }
 
     /// Writes the pin's line of the debugfs `pins` file, numbered `id`.
@@ -236,7 +226,7 @@ const UNLINKED: u64 = u64::MAX;
 fn key_of(id: u64, space: SpaceId, range: GpuRange) -> Option<PinKey> {
     match id {
         0 | UNLINKED => None,
-        id => Some(PinKey::new(space, Mode::Callback, range.start(), id)),
+        id => Some(PinKey::new(space, range.start(), id)),
     }
 }
 

@@ -69,26 +69,25 @@ impl<T: FreeHandler> GpuPin<T> {
             }
             st.phase != Phase::Freed
         });
-        match built {
-            Ok(r) if alive => Ok((
-                DmaMapping {
-                    shared: s.clone(),
-                    raw: Raw(raw),
-                    peer,
-                },
-                r,
-            )),
-            res => {
-                if made {
-                    unmap_raw(s, &peer, raw);
-                }
-                Err(if alive {
-                    res.err().unwrap_or(EFAULT)
-                } else {
-                    EFAULT
-                })
+        let err = match built {
+            Ok(r) if alive => {
+                return Ok((
+                    DmaMapping {
+                        shared: s.clone(),
+                        raw: Raw(raw),
+                        peer,
+                    },
+                    r,
+                ))
             }
+            Err(e) if alive => e,
+            // Freed meanwhile: whatever was built is dropped with the mapping undone.
+            _ => EFAULT,
+        };
+        if made {
+            unmap_raw(s, &peer, raw);
         }
+        Err(err)
     }
 }
 

@@ -79,9 +79,8 @@ impl<T: PeerClient, const S: usize> Registration<T, S> {
         kind: ClientKind,
         client: Arc<T>,
     ) -> Result<Self> {
-        if S >= SLOTS {
-            return Err(EINVAL);
-        }
+        // Checked when `S` is known: a slot past the table fails the build.
+        const { assert!(S < SLOTS, "a registration's slot must be in the table") };
         let mut client_ops = bindings::peer_memory_client {
             name: [0; bindings::IB_PEER_MEMORY_NAME_MAX as usize],
             version: [0; bindings::IB_PEER_MEMORY_VER_MAX as usize],

@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The counter names are declared once, in the module's src/stats.rs (`Stats::COUNTERS`,
+//! then `refused_` and each of `Refusal::NAMES`): `peermem status` knows exactly those,
+//! in the `stats` file's order.
+
+use std::fs;
+use std::path::Path;
+
+use peermem_tool::status::KNOWN_STATS;
+
+/// The quoted strings of the const table `name` (from `const {name}` to its `];`), in
+/// order.
+fn table(src: &str, name: &str) -> Vec<String> {
+    let start = src
+        .find(&format!("const {name}"))
+        .unwrap_or_else(|| panic!("src/stats.rs has no const {name}"));
+    let rest = &src[start..];
+    let body = &rest[..rest.find("];").unwrap_or_else(|| panic!("{name}: no `];`"))];
+    let body = &body[body.find('=').unwrap_or_else(|| panic!("{name}: no `=`"))..];
+    body.split('"')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_status_tool_knows_exactly_the_modules_counters() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../src/stats.rs");
+    let src = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let counters = table(&src, "COUNTERS");
+    let refusals = table(&src, "NAMES");
+    assert!(!counters.is_empty(), "no counter found in Stats::COUNTERS");
+    assert!(!refusals.is_empty(), "no refusal found in Refusal::NAMES");
+    let module: Vec<String> = counters
+        .into_iter()
+        .chain(refusals.iter().map(|r| format!("refused_{r}")))
+        .collect();
+    let tool: Vec<String> = KNOWN_STATS.iter().map(|s| (*s).to_owned()).collect();
+    assert_eq!(
+        tool, module,
+        "tools/peermem/src/status.rs KNOWN_STATS must list src/stats.rs's counters, in order"
+    );
+}
