@@ -204,12 +204,6 @@ unsafe extern "C" {
     pub fn peermem_ratelimit(which: kernel::ffi::c_uint) -> kernel::ffi::c_int;
 }
 unsafe extern "C" {
-    pub fn peermem_pci_dev_get(dev: *mut device) -> *mut pci_dev;
-}
-unsafe extern "C" {
-    pub fn peermem_pci_dev_put(pdev: *mut pci_dev);
-}
-unsafe extern "C" {
     pub fn peermem_pci_max_seg_size(pdev: *mut pci_dev) -> kernel::ffi::c_uint;
 }
 unsafe extern "C" {

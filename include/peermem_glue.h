@@ -52,9 +52,6 @@ void peermem_get_params(struct peermem_params *params);
  */
 int peermem_ratelimit(unsigned int which);
 
-/* A reference on the PCI function behind @dev, or NULL when @dev is not PCI. */
-struct pci_dev *peermem_pci_dev_get(struct device *dev);
-void peermem_pci_dev_put(struct pci_dev *pdev);
 /* The PCI function's maximum DMA segment size. */
 unsigned int peermem_pci_max_seg_size(struct pci_dev *pdev);
 

@@ -88,18 +88,6 @@ int peermem_ratelimit(unsigned int which)
 	return __ratelimit(&peermem_limits[which]);
 }
 
-struct pci_dev *peermem_pci_dev_get(struct device *dev)
-{
-	if (!dev || !dev_is_pci(dev))
-		return NULL;
-	return pci_dev_get(to_pci_dev(dev));
-}
-
-void peermem_pci_dev_put(struct pci_dev *pdev)
-{
-	pci_dev_put(pdev);
-}
-
 unsigned int peermem_pci_max_seg_size(struct pci_dev *pdev)
 {
 	return dma_get_max_seg_size(&pdev->dev);
