@@ -90,17 +90,7 @@ kdir=$1
 kver=$(cat "$kdir/include/config/kernel.release")
 arch=$(uname -m)
 fatal() { bad "$1"; finish; }
-for d in /usr /etc /var; do
-	mkdir -p "$S/ovl$d/up" "$S/ovl$d/work"
-	mount -t overlay overlay -o "lowerdir=$d,upperdir=$S/ovl$d/up,workdir=$S/ovl$d/work" "$d" ||
-		fatal "namespace: overlay over $d"
-done
-mkdir -p "$S/modules" "$S/dkms" "$S/tmp" /usr/lib/modules /var/lib/dkms
-mount --bind "$S/modules" /usr/lib/modules && mount --bind "$S/dkms" /var/lib/dkms ||
-	fatal "namespace: bind mounts"
-export TMPDIR=$S/tmp
-mkdir -p "/lib/modules/$kver"
-ln -s "$kdir" "/lib/modules/$kver/build"
+ns_scratch "$S" "$kdir" /usr /etc /var
 export DEBIAN_FRONTEND=noninteractive
 
 D=$S/debs

@@ -94,17 +94,7 @@ esac
 # /usr/lib and /usr/src as overlays whose upper layers are here (writes land here;
 # headers packages' trees under /usr/src stay visible), then empty directories over
 # /lib/modules and /var/lib/dkms.
-for d in /usr/lib /usr/src; do
-	mkdir -p "$S/ovl$d/up" "$S/ovl$d/work"
-	mount -t overlay overlay -o "lowerdir=$d,upperdir=$S/ovl$d/up,workdir=$S/ovl$d/work" "$d" ||
-		fatal "namespace: overlay over $d"
-done
-mkdir -p "$S/modules" "$S/dkms" "$S/tmp" /usr/lib/modules /var/lib/dkms
-mount --bind "$S/modules" /usr/lib/modules && mount --bind "$S/dkms" /var/lib/dkms ||
-	fatal "namespace: bind mounts"
-export TMPDIR=$S/tmp
-mkdir -p "/lib/modules/$kver"
-ln -s "$kdir" "/lib/modules/$kver/build"
+ns_scratch "$S" "$kdir" /usr/lib /usr/src
 # depmod's configuration as scripts/install puts it in /etc/depmod.d (here the
 # overlay's /usr/lib/depmod.d, which depmod reads too).
 install -D -m 644 "$ROOT/packaging/depmod.d/peermem.conf" /usr/lib/depmod.d/peermem.conf

@@ -19,7 +19,6 @@ use kernel::{
 use super::{
     abi::check_page_table,
     state::{
-        Mappings,
         Phase,
         PinState,
         Raw, //
@@ -99,17 +98,7 @@ impl<T: FreeHandler> PinShared<T> {
             kind,
             owner: Owner::current(),
             owners: Atomic::new(1),
-            state <- new_mutex!(PinState {
-                phase: Phase::Live,
-                table: Raw(core::ptr::null_mut()),
-                mappings: Mappings::new(),
-                in_flight: 0,
-                waiters: 0,
-                callback_running: false,
-                callback_task: 0,
-                data: None,
-                orphan: None,
-            }, "peermem_pin_state"),
+            state <- new_mutex!(PinState::new(Phase::Live), "peermem_pin_state"),
             handler <- handler,
         })
     }

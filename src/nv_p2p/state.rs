@@ -71,6 +71,21 @@ pub(super) struct PinState {
 }
 
 impl PinState {
+    /// The state of a pin in `phase` with no table, mapping, call or callback yet.
+    pub(super) fn new(phase: Phase) -> Self {
+        PinState {
+            phase,
+            table: Raw(core::ptr::null_mut()),
+            mappings: Mappings::new(),
+            in_flight: 0,
+            waiters: 0,
+            callback_running: false,
+            callback_task: 0,
+            data: None,
+            orphan: None,
+        }
+    }
+
     /// Counts a mapping call in flight on the live table, with room reserved to
     /// record its mapping beside those of the calls already in flight (each records
     /// one when it returns); `EFAULT` once the pin is freed or put.

@@ -6,7 +6,6 @@
 use super::{
     abi::*,
     state::{
-        Mappings,
         Phase,
         PinState,
         Raw, //
@@ -283,34 +282,20 @@ mod suite {
         Ok(())
     }
 
-    fn state(phase: Phase) -> PinState {
-        PinState {
-            phase,
-            table: Raw(core::ptr::null_mut()),
-            mappings: Mappings::new(),
-            in_flight: 0,
-            waiters: 0,
-            callback_running: false,
-            callback_task: 0,
-            data: None,
-            orphan: None,
-        }
-    }
-
     #[test]
     fn callback_data_is_given_back_by_whichever_ends_last() {
         // Live, putting or orphaned: a callback may still come.
         for phase in [Phase::Live, Phase::Putting, Phase::Orphaned] {
-            assert!(!state(phase).data_may_go());
+            assert!(!PinState::new(phase).data_may_go());
         }
         // Put, or freed by a callback that returned: given back (once: `take_data`
         // takes it out of the state).
         for phase in [Phase::Put, Phase::Freed] {
-            assert!(state(phase).data_may_go());
-            assert!(state(phase).take_data().is_none());
+            assert!(PinState::new(phase).data_may_go());
+            assert!(PinState::new(phase).take_data().is_none());
         }
         // A callback still running keeps it, even once put.
-        let mut st = state(Phase::Put);
+        let mut st = PinState::new(Phase::Put);
         st.callback_running = true;
         assert!(!st.data_may_go());
         st.callback_running = false;
@@ -323,7 +308,7 @@ mod suite {
         // Three dma_map calls in flight at once on a live pin (concurrent
         // registrations of one shared pin), then each records its mapping: every one
         // finds room, or a mapping would go unrecorded and never be unmapped.
-        let mut st = state(Phase::Live);
+        let mut st = PinState::new(Phase::Live);
         st.table = Raw(0x40 as *mut bindings::nvidia_p2p_page_table);
         for _ in 0..3 {
             assert_eq!(st.begin_call()?, st.table.0);
@@ -339,7 +324,7 @@ mod suite {
         assert_eq!(st.mappings.len(), 3);
         // Not once the pin is put or freed.
         for phase in [Phase::Putting, Phase::Put, Phase::Freed] {
-            assert_eq!(state(phase).begin_call(), Err(EFAULT));
+            assert_eq!(PinState::new(phase).begin_call(), Err(EFAULT));
         }
         // An unmap counts in flight only for a recorded mapping, which it forgets.
         assert_eq!(st.begin_unmap(m(2).0), Some(st.table.0));
