@@ -2,66 +2,15 @@
 
 //! `peermem doctor` on recorded trees (tests/fixtures/<case>/: a fake root).
 
-use std::path::PathBuf;
+mod common;
 
-use peermem_tool::doctor::{self, Report, Verdict};
+use common::{
+    arg, check, detail, expect, expect_detail, first_fail, fix, fixture, keys, parse, peermem, run,
+    run_at, run_smi, smi, verdict, write, Scratch,
+};
+use peermem_tool::doctor::{self, Verdict};
 use peermem_tool::Root;
 use serde_json::json;
-
-fn fixture(case: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(case)
-}
-
-/// A fresh scratch directory for a test.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("peermem-doctor-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// `from` copied to `to` (files, directories and symbolic links as they are).
-fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let (src, dst) = (e.path(), to.join(e.file_name()));
-        let t = e.file_type().unwrap();
-        if t.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
-        } else if t.is_dir() {
-            std::fs::create_dir_all(&dst).unwrap();
-            copy_tree(&src, &dst);
-        } else {
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
-}
-
-fn smi(name: &str) -> String {
-    std::fs::read_to_string(fixture("nvidia-smi").join(name)).unwrap()
-}
-
-/// Doctor on a tree, taking nvidia-smi output from the tree (as the binary does).
-fn run(case: &str) -> Report {
-    let root = Root::new(fixture(case));
-    let text = root.read("/nvidia-smi-q.txt");
-    doctor::run(&root, text.as_deref())
-}
-
-fn verdict(r: &Report, id: &str) -> Verdict {
-    r.get(id).unwrap_or_else(|| panic!("no check {id}")).verdict
-}
-
-fn detail<'a>(r: &'a Report, id: &str) -> &'a str {
-    &r.get(id).unwrap().detail
-}
-
-/// `text` parsed as JSON (objects keep their key order).
-fn parse(text: &str) -> serde_json::Value {
-    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
-}
 
 /// The check `id` of a parsed JSON report.
 fn json_check<'a>(v: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
@@ -76,29 +25,22 @@ fn json_check<'a>(v: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
 fn dev_vm_with_fakes_has_no_hca_and_warns_about_detection() {
     let r = run("healthy-dev-vm");
     // The module was built on the host: the VM has no build tree to rebuild it.
-    assert_eq!(verdict(&r, "kernel-rust"), Verdict::Warn);
+    let c = expect(&r, "kernel-rust", Verdict::Warn);
     assert!(
-        detail(&r, "kernel-rust").starts_with("Rust symbols in /proc/kallsyms"),
+        c.detail.starts_with("Rust symbols in /proc/kallsyms"),
         "{r:?}"
     );
     assert!(
-        detail(&r, "kernel-rust").ends_with("/lib/modules/7.3.0-peermem-dev/build is missing"),
+        c.detail
+            .ends_with("/lib/modules/7.3.0-peermem-dev/build is missing"),
         "{r:?}"
     );
-    assert_eq!(verdict(&r, "peermem-module"), Verdict::Ok);
     assert_eq!(
-        detail(&r, "peermem-module"),
+        expect(&r, "peermem-module", Verdict::Ok).detail,
         "peermem 0.1.0 loaded (persistent_api_support=1, peerdirect_support=0)"
     );
     // Only peermem is loaded and no memory_peers: applications will not see it.
-    assert_eq!(verdict(&r, "app-detection"), Verdict::Warn);
-    assert!(r
-        .get("app-detection")
-        .unwrap()
-        .fix
-        .as_deref()
-        .unwrap()
-        .contains("make dropin"));
+    assert!(fix(expect(&r, "app-detection", Verdict::Warn)).contains("make dropin"));
     assert_eq!(verdict(&r, "nvidia-driver"), Verdict::Ok);
     assert_eq!(verdict(&r, "driver-version"), Verdict::NotApplicable);
     assert_eq!(verdict(&r, "persistent-api"), Verdict::NotApplicable);
@@ -113,9 +55,8 @@ fn dev_vm_with_fakes_has_no_hca_and_warns_about_detection() {
         assert_eq!(verdict(&r, id), Verdict::NotApplicable, "{id}");
     }
     // The VM has the fakes but no HCA: GPUDirect RDMA has no device to reach.
-    assert_eq!(verdict(&r, "hca"), Verdict::Fail);
+    first_fail(&r, "hca");
     assert!(!r.ready());
-    assert_eq!(r.first_fail().unwrap().id, "hca");
     assert_eq!(r.first_warn().unwrap().id, "kernel-rust");
     assert_eq!(verdict(&r, "boot-load"), Verdict::Warn);
     for id in ["symbol-errors", "gpu-product", "pcie-path"] {
@@ -134,13 +75,12 @@ fn dev_vm_with_fakes_has_no_hca_and_warns_about_detection() {
 #[test]
 fn enforced_signatures_and_an_unsigned_module_fail() {
     let r = run("sig-enforced-unsigned");
-    assert_eq!(verdict(&r, "module-signature"), Verdict::Fail);
-    let c = r.get("module-signature").unwrap();
+    let c = expect(&r, "module-signature", Verdict::Fail);
     assert!(c.detail.contains("module.sig_enforce=Y"), "{c:?}");
     assert!(c
         .detail
         .contains("/lib/modules/7.3.0-peermem-dev/updates/peermem.ko is not signed"));
-    let fix = c.fix.as_deref().unwrap();
+    let fix = fix(c);
     assert!(
         fix.contains("mokutil --import") && fix.contains("sign-file"),
         "{fix}"
@@ -151,8 +91,7 @@ fn enforced_signatures_and_an_unsigned_module_fail() {
 #[test]
 fn a_signed_module_under_lockdown_is_fine() {
     let r = run("sig-enforced-signed");
-    assert_eq!(verdict(&r, "module-signature"), Verdict::Ok);
-    let d = detail(&r, "module-signature");
+    let d = &expect(&r, "module-signature", Verdict::Ok).detail;
     assert!(
         d.contains("lockdown [integrity]") && d.contains("nvidia-peermem.ko is signed"),
         "{d}"
@@ -162,22 +101,15 @@ fn a_signed_module_under_lockdown_is_fine() {
 #[test]
 fn secure_boot_with_a_compressed_module_says_how_to_check() {
     let r = run("secure-boot-compressed");
-    assert_eq!(verdict(&r, "module-signature"), Verdict::Warn);
-    assert!(detail(&r, "module-signature").contains("Secure Boot on"));
-    assert!(r
-        .get("module-signature")
-        .unwrap()
-        .fix
-        .as_deref()
-        .unwrap()
-        .contains("modinfo"));
+    let c = expect(&r, "module-signature", Verdict::Warn);
+    assert!(c.detail.contains("Secure Boot on"));
+    assert!(fix(c).contains("modinfo"));
 }
 
 #[test]
 fn compilers_other_than_the_kernels_are_named() {
     let r = run("toolchain-mismatch");
-    assert_eq!(verdict(&r, "toolchain"), Verdict::Warn);
-    let d = detail(&r, "toolchain");
+    let d = &expect(&r, "toolchain", Verdict::Warn).detail;
     // The version the kernel was built with, and the one found.
     assert!(
         d.contains("missing rustc 1.88.0, the kernel's build: rustc 1.88.0 (6b00bc388 2025-06-23)"),
@@ -211,13 +143,7 @@ fn compilers_other_than_the_kernels_are_named() {
 fn versioned_clang_is_found_as_kernel_toolchain_finds_it() {
     let r = run("toolchain-clang-19-only");
     assert_eq!(
-        verdict(&r, "toolchain"),
-        Verdict::Ok,
-        "{:?}",
-        r.get("toolchain")
-    );
-    assert_eq!(
-        detail(&r, "toolchain"),
+        expect(&r, "toolchain", Verdict::Ok).detail,
         "the kernel's compilers are installed: rustc 1.96.0 (ac68faa20 2026-05-25) \
          (built from a source tarball) (rustc), clang-19"
     );
@@ -227,33 +153,32 @@ fn versioned_clang_is_found_as_kernel_toolchain_finds_it() {
 fn a_rustc_of_another_build_is_not_the_kernels() {
     // The same version number from another build (rustup's) does not load the
     // kernel's crates: kernel-toolchain wants the exact version text.
-    let dir = scratch("rustc-other-build");
-    copy_tree(&fixture("toolchain-clang-19-only"), &dir);
-    std::fs::write(
-        dir.join("rustc-version.txt"),
+    let dir = Scratch::copy_of("toolchain-clang-19-only", "rustc-other-build");
+    write(
+        &dir,
+        "/rustc-version.txt",
         "rustc 1.96.0 (ac68faa20 2026-05-25)\n",
-    )
-    .unwrap();
-    let r = doctor::run(&Root::new(&dir), None);
-    assert_eq!(verdict(&r, "toolchain"), Verdict::Warn);
+    );
+    let r = run_at(&dir);
+    let c = expect(&r, "toolchain", Verdict::Warn);
     assert!(
-        detail(&r, "toolchain").contains("found: rustc: rustc 1.96.0 (ac68faa20 2026-05-25)"),
+        c.detail
+            .contains("found: rustc: rustc 1.96.0 (ac68faa20 2026-05-25)"),
         "{}",
-        detail(&r, "toolchain")
+        c.detail
     );
     // A rustup toolchain with the kernel's very build is taken.
-    std::fs::write(
-        dir.join("rustup-toolchain-list.txt"),
+    write(
+        &dir,
+        "/rustup-toolchain-list.txt",
         "stable-x86_64-unknown-linux-gnu (default)\n1.96-x86_64-unknown-linux-gnu\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("rustup-1.96-x86_64-unknown-linux-gnu-rustc-version.txt"),
+    );
+    write(
+        &dir,
+        "/rustup-1.96-x86_64-unknown-linux-gnu-rustc-version.txt",
         "rustc 1.96.0 (ac68faa20 2026-05-25) (built from a source tarball)\n",
-    )
-    .unwrap();
-    let r = doctor::run(&Root::new(&dir), None);
-    std::fs::remove_dir_all(&dir).unwrap();
+    );
+    let r = run_at(&dir);
     assert_eq!(verdict(&r, "toolchain"), Verdict::Ok);
     assert!(detail(&r, "toolchain").contains("(rustup toolchain 1.96-x86_64-unknown-linux-gnu)"));
 }
@@ -261,17 +186,12 @@ fn a_rustc_of_another_build_is_not_the_kernels() {
 #[test]
 fn callback_mode_warns_about_the_lock_hazard() {
     let r = run("callback-mode");
-    assert_eq!(verdict(&r, "pin-mode"), Verdict::Warn);
-    let c = r.get("pin-mode").unwrap();
+    let c = expect(&r, "pin-mode", Verdict::Warn);
     assert!(c.detail.contains("can deadlock nvidia.ko"), "{c:?}");
     assert!(c.detail.contains("/sys/module/peermem/parameters"), "{c:?}");
-    assert!(c
-        .fix
-        .as_deref()
-        .unwrap()
-        .contains("persistent_api_support=1"));
+    assert!(fix(c).contains("persistent_api_support=1"));
     // A warning, not a failure: only the dev VM's missing HCA fails.
-    assert_eq!(r.first_fail().unwrap().id, "hca");
+    first_fail(&r, "hca");
     assert!(r
         .checks
         .iter()
@@ -281,8 +201,8 @@ fn callback_mode_warns_about_the_lock_hazard() {
 #[test]
 fn pin_mode_is_read_from_debugfs_where_sysfs_has_no_parameters() {
     let r = run("callback-mode-debugfs");
-    assert_eq!(verdict(&r, "pin-mode"), Verdict::Warn);
-    assert!(detail(&r, "pin-mode").contains("/sys/kernel/debug/peermem/params"));
+    let c = expect(&r, "pin-mode", Verdict::Warn);
+    assert!(c.detail.contains("/sys/kernel/debug/peermem/params"));
     // Nothing says which mode: not applicable.
     let r = run("status-empty");
     assert_eq!(verdict(&r, "pin-mode"), Verdict::NotApplicable);
@@ -314,45 +234,50 @@ fn h100_with_dropin_is_ready() {
         .filter(|c| c.verdict != Verdict::Ok)
         .collect();
     assert!(not_ok.is_empty(), "{not_ok:#?}");
-    assert_eq!(
-        detail(&r, "kernel-rust"),
-        "CONFIG_RUST=y (from /boot/config-7.0.0-34-generic); /lib/modules/7.0.0-34-generic/build \
-         has the kernel's Rust crates (rust/*.rmeta, rust/libmacros.so)"
-    );
-    assert_eq!(
-        detail(&r, "kernel-release"),
-        "Linux 7.0 (7.0.0-34-generic): peermem supports Linux 7.0, 7.1, 7.2, 7.3"
-    );
-    assert!(detail(&r, "peermem-module").contains("peermem's drop-in build"));
-    assert_eq!(
-        detail(&r, "app-detection"),
-        "applications detect GPUDirect RDMA through /sys/module/nvidia_peermem/version"
-    );
-    assert!(detail(&r, "nvidia-driver").contains("open kernel modules"));
-    assert_eq!(
-        detail(&r, "driver-version"),
-        "driver 580.65.06: page-table version 2.x, supported (515 and later)"
-    );
-    assert!(detail(&r, "iommu").contains("passthrough"));
-    assert_eq!(
-        detail(&r, "bar1"),
-        "00000000:18:00.0: BAR1 131072 MiB, 1 MiB used, 131071 MiB free"
-    );
-    assert_eq!(detail(&r, "mig"), "MIG disabled");
-    assert_eq!(
-        detail(&r, "confidential-compute"),
-        "confidential compute off"
-    );
+    for (id, want) in [
+        (
+            "kernel-rust",
+            "CONFIG_RUST=y (from /boot/config-7.0.0-34-generic); \
+             /lib/modules/7.0.0-34-generic/build has the kernel's Rust crates \
+             (rust/*.rmeta, rust/libmacros.so)",
+        ),
+        (
+            "kernel-release",
+            "Linux 7.0 (7.0.0-34-generic): peermem supports Linux 7.0, 7.1, 7.2, 7.3",
+        ),
+        (
+            "app-detection",
+            "applications detect GPUDirect RDMA through /sys/module/nvidia_peermem/version",
+        ),
+        (
+            "driver-version",
+            "driver 580.65.06: page-table version 2.x, supported (515 and later)",
+        ),
+        (
+            "bar1",
+            "00000000:18:00.0: BAR1 131072 MiB, 1 MiB used, 131071 MiB free",
+        ),
+        ("mig", "MIG disabled"),
+        ("confidential-compute", "confidential compute off"),
+    ] {
+        assert_eq!(detail(&r, id), want, "{id}");
+    }
+    for (id, part) in [
+        ("peermem-module", "peermem's drop-in build"),
+        ("nvidia-driver", "open kernel modules"),
+        ("iommu", "passthrough"),
+    ] {
+        assert!(detail(&r, id).contains(part), "{id}: {}", detail(&r, id));
+    }
     assert_eq!(r.summary(), "verdict: ready");
 }
 
 #[test]
 fn proprietary_driver_fails_first() {
     let r = run("proprietary-driver");
-    assert_eq!(verdict(&r, "nvidia-driver"), Verdict::Fail);
-    assert!(detail(&r, "nvidia-driver").contains("taint 'POE'"));
+    let c = first_fail(&r, "nvidia-driver");
+    assert!(c.detail.contains("taint 'POE'"), "{c:?}");
     assert!(!r.ready());
-    assert_eq!(r.first_fail().unwrap().id, "nvidia-driver");
     assert!(r
         .summary()
         .contains("a Rust module cannot use the proprietary nvidia.ko"));
@@ -361,20 +286,20 @@ fn proprietary_driver_fails_first() {
 #[test]
 fn missing_peer_memory_core_fails() {
     let r = run("missing-core");
-    assert_eq!(verdict(&r, "peer-memory-core"), Verdict::Fail);
-    assert!(detail(&r, "peer-memory-core").contains("upstream kernel"));
-    assert_eq!(r.first_fail().unwrap().id, "peer-memory-core");
+    let c = first_fail(&r, "peer-memory-core");
+    assert!(c.detail.contains("upstream kernel"), "{c:?}");
     assert!(r.summary().contains("install MOFED/DOCA-OFED"));
 }
 
 #[test]
 fn nvidias_own_nvidia_peermem_is_recognised() {
     let r = run("nvidia-own-peermem");
-    assert_eq!(verdict(&r, "peermem-module"), Verdict::Warn);
+    let c = expect(&r, "peermem-module", Verdict::Warn);
     assert!(
-        detail(&r, "peermem-module").contains("NVIDIA's own module (its version is the driver's)"),
+        c.detail
+            .contains("NVIDIA's own module (its version is the driver's)"),
         "{}",
-        detail(&r, "peermem-module")
+        c.detail
     );
     // Applications do detect it: it is NVIDIA's, but GPUDirect RDMA works.
     assert_eq!(verdict(&r, "app-detection"), Verdict::Ok);
@@ -383,72 +308,72 @@ fn nvidias_own_nvidia_peermem_is_recognised() {
 
 #[test]
 fn unknown_nvidia_peermem_without_debugfs_is_probably_nvidias() {
-    let dir = std::env::temp_dir().join(format!("peermem-doctor-{}", std::process::id()));
-    let m = dir.join("sys/module/nvidia_peermem");
-    std::fs::create_dir_all(&m).unwrap();
-    std::fs::write(m.join("version"), "575.57.08\n").unwrap();
-    let r = doctor::run(&Root::new(&dir), None);
-    std::fs::remove_dir_all(&dir).unwrap();
-    assert_eq!(verdict(&r, "peermem-module"), Verdict::Warn);
-    assert!(detail(&r, "peermem-module").contains("probably NVIDIA's own module"));
+    let dir = Scratch::new("unknown-nvidia-peermem");
+    write(&dir, "/sys/module/nvidia_peermem/version", "575.57.08\n");
+    let r = run_at(&dir);
+    let c = expect(&r, "peermem-module", Verdict::Warn);
+    assert!(c.detail.contains("probably NVIDIA's own module"));
 }
 
 #[test]
 fn driver_510_is_unsupported() {
     let r = run("old-driver-510");
-    assert_eq!(verdict(&r, "driver-version"), Verdict::Fail);
-    assert!(detail(&r, "driver-version").starts_with("driver 510.108.03 is older than 515"));
+    let c = first_fail(&r, "driver-version");
+    assert!(
+        c.detail.starts_with("driver 510.108.03 is older than 515"),
+        "{c:?}"
+    );
     assert_eq!(verdict(&r, "persistent-api"), Verdict::NotApplicable);
-    assert_eq!(r.first_fail().unwrap().id, "driver-version");
 }
 
 #[test]
 fn driver_530_has_no_persistent_api() {
     let r = run("driver-530");
-    assert_eq!(verdict(&r, "driver-version"), Verdict::Ok);
-    assert!(detail(&r, "driver-version").contains("530.30.02: page-table version 1.x"));
-    assert_eq!(verdict(&r, "persistent-api"), Verdict::Warn);
-    assert!(detail(&r, "persistent-api").contains("no persistent pin API"));
+    for (id, want, part) in [
+        (
+            "driver-version",
+            Verdict::Ok,
+            "530.30.02: page-table version 1.x",
+        ),
+        ("persistent-api", Verdict::Warn, "no persistent pin API"),
+    ] {
+        assert!(expect(&r, id, want).detail.contains(part), "{id}");
+    }
     assert!(r.ready());
 }
 
 #[test]
 fn nvidia_smi_mig_enabled_warns() {
-    let root = Root::new(fixture("healthy-h100"));
-    let r = doctor::run(&root, Some(&smi("mig-enabled.txt")));
-    assert_eq!(verdict(&r, "mig"), Verdict::Warn);
-    assert_eq!(detail(&r, "mig"), "MIG enabled on 00000000:18:00.0");
+    let r = run_smi("healthy-h100", Some(&smi("mig-enabled.txt")));
+    expect_detail(&r, "mig", Verdict::Warn, "MIG enabled on 00000000:18:00.0");
     assert!(r.ready());
 }
 
 #[test]
 fn nvidia_smi_confidential_compute_fails_persistent_mode() {
-    let root = Root::new(fixture("healthy-h100"));
-    let r = doctor::run(&root, Some(&smi("cc-on.txt")));
+    let r = run_smi("healthy-h100", Some(&smi("cc-on.txt")));
     assert_eq!(verdict(&r, "confidential-compute"), Verdict::Fail);
     assert!(r.summary().contains("persistent_api_support=0"));
 }
 
 #[test]
 fn nvidia_smi_small_bar1_warns() {
-    let root = Root::new(fixture("healthy-h100"));
-    let r = doctor::run(&root, Some(&smi("bar1-small.txt")));
-    assert_eq!(verdict(&r, "bar1"), Verdict::Warn);
-    assert_eq!(
-        detail(&r, "bar1"),
-        "00000000:18:00.0: BAR1 256 MiB, 230 MiB used, 26 MiB free (nearly exhausted) (small BAR1: large registrations fail)"
+    let r = run_smi("healthy-h100", Some(&smi("bar1-small.txt")));
+    expect_detail(
+        &r,
+        "bar1",
+        Verdict::Warn,
+        "00000000:18:00.0: BAR1 256 MiB, 230 MiB used, 26 MiB free (nearly exhausted) \
+         (small BAR1: large registrations fail)",
     );
 }
 
 #[test]
 fn empty_root_fails_on_the_module_first() {
-    let r = doctor::run(
-        &Root::new(fixture("status-no-debugfs").join("nowhere")),
-        None,
-    );
+    let r = run_at(&fixture("status-no-debugfs/nowhere"));
     assert_eq!(verdict(&r, "kernel-rust"), Verdict::Warn);
     assert_eq!(verdict(&r, "kernel-release"), Verdict::Warn);
-    assert_eq!(r.first_fail().unwrap().id, "peermem-module");
+    first_fail(&r, "peermem-module");
     assert_eq!(verdict(&r, "nvidia-driver"), Verdict::Fail);
 }
 
@@ -483,7 +408,7 @@ fn text_and_json_rendering() {
     assert_eq!(failed["verdict"], json!("FAIL"));
     assert_eq!(
         failed["fix"].as_str(),
-        r.get("nvidia-driver").unwrap().fix.as_deref()
+        check(&r, "nvidia-driver").fix.as_deref()
     );
 }
 
@@ -491,22 +416,16 @@ fn text_and_json_rendering() {
 /// `{"id", "verdict", "detail", "fix"}` with the same results as the library's report.
 #[test]
 fn json_output_has_the_documented_shape() {
-    let bin = env!("CARGO_BIN_EXE_peermem");
     for case in [
         "healthy-h100",
         "healthy-dev-vm",
         "proprietary-driver",
         "driver-530",
     ] {
-        let out = std::process::Command::new(bin)
-            .args(["doctor", "--json", "--root"])
-            .arg(fixture(case))
-            .output()
-            .unwrap();
+        let out = peermem(&["doctor", "--json", "--root", arg(&fixture(case))]);
         let v = parse(&String::from_utf8_lossy(&out.stdout));
-        let top: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(
-            top,
+            keys(&v),
             ["schema_version", "ready", "verdict", "checks"],
             "{case}"
         );
@@ -518,8 +437,7 @@ fn json_output_has_the_documented_shape() {
         let checks = v["checks"].as_array().expect("checks is an array");
         assert_eq!(checks.len(), want.checks.len(), "{case}");
         for (c, w) in checks.iter().zip(&want.checks) {
-            let keys: Vec<&str> = c.as_object().unwrap().keys().map(String::as_str).collect();
-            assert_eq!(keys, ["id", "verdict", "detail", "fix"], "{case}: {c}");
+            assert_eq!(keys(c), ["id", "verdict", "detail", "fix"], "{case}: {c}");
             assert_eq!(c["id"], json!(w.id));
             assert!(
                 ["OK", "WARN", "FAIL", "N/A"].contains(&c["verdict"].as_str().unwrap()),
@@ -535,28 +453,26 @@ fn json_output_has_the_documented_shape() {
 
 #[test]
 fn binary_exit_codes() {
-    let bin = env!("CARGO_BIN_EXE_peermem");
-    let status = |args: &[&str]| std::process::Command::new(bin).args(args).output().unwrap();
-    let root = |case: &str| fixture(case).to_string_lossy().into_owned();
-    let ok = status(&["doctor", "--root", &root("healthy-h100")]);
+    let h100 = fixture("healthy-h100");
+    let ok = peermem(&["doctor", "--root", arg(&h100)]);
     assert_eq!(ok.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&ok.stdout).ends_with("verdict: ready\n"));
-    let fail = status(&["doctor", "--root", &root("proprietary-driver")]);
+    let fail = peermem(&["doctor", "--root", arg(&fixture("proprietary-driver"))]);
     assert_eq!(fail.status.code(), Some(1));
     let mig = fixture("nvidia-smi/mig-enabled.txt");
-    let out = status(&[
+    let out = peermem(&[
         "doctor",
         "--json",
         "--root",
-        &root("healthy-h100"),
+        arg(&h100),
         "--nvidia-smi-output",
-        &mig.to_string_lossy(),
+        arg(&mig),
     ]);
     assert_eq!(out.status.code(), Some(0));
     let v = parse(&String::from_utf8_lossy(&out.stdout));
     assert_eq!(json_check(&v, "mig")["verdict"], json!("WARN"));
     assert_eq!(v["ready"], json!(true));
-    let usage = status(&["frobnicate"]);
+    let usage = peermem(&["frobnicate"]);
     assert_eq!(usage.status.code(), Some(64));
 }
 
@@ -605,19 +521,13 @@ fn release_strings_give_version_and_patchlevel() {
 #[test]
 fn an_unsupported_kernel_fails_with_the_supported_list() {
     let r = run("kernel-6.14");
-    let c = r.get("kernel-release").unwrap();
-    assert_eq!(c.verdict, Verdict::Fail);
+    let c = first_fail(&r, "kernel-release");
     assert_eq!(
         c.detail,
         "Linux 6.14 (6.14.0-rust) is not supported: peermem supports Linux 7.0, 7.1, 7.2, 7.3"
     );
-    assert!(c
-        .fix
-        .as_deref()
-        .unwrap()
-        .contains("Linux 7.0, 7.1, 7.2, 7.3"));
+    assert!(fix(c).contains("Linux 7.0, 7.1, 7.2, 7.3"));
     assert!(!r.ready());
-    assert_eq!(r.first_fail().unwrap().id, "kernel-release");
     // Its build tree is not recorded; the loaded module makes that a warning.
     assert_eq!(verdict(&r, "kernel-rust"), Verdict::Warn);
     // Right after kernel-rust.
@@ -633,18 +543,16 @@ fn an_unsupported_kernel_fails_with_the_supported_list() {
 #[test]
 fn a_kernel_without_rust_is_named_from_proc_config_gz() {
     let r = run("lent-h200-6.18");
-    let c = r.get("kernel-rust").unwrap();
-    assert_eq!(c.verdict, Verdict::Fail, "{c:?}");
+    let c = first_fail(&r, "kernel-rust");
     assert_eq!(
         c.detail,
         "the kernel has no Rust support: CONFIG_RUST is not set in /proc/config.gz \
          (CONFIG_RUSTC_VERSION=0: it was built without a Rust compiler)"
     );
-    assert!(c.fix.as_deref().unwrap().contains("CONFIG_RUST=y"));
-    assert_eq!(verdict(&r, "kernel-release"), Verdict::Fail);
-    assert!(detail(&r, "kernel-release")
+    assert!(fix(c).contains("CONFIG_RUST=y"));
+    assert!(expect(&r, "kernel-release", Verdict::Fail)
+        .detail
         .starts_with("Linux 6.18 (6.18.44-fc-v657-gpu) is not supported"));
-    assert_eq!(r.first_fail().unwrap().id, "kernel-rust");
     // Its compilers do not matter: there is no Rust to build against.
     assert_eq!(verdict(&r, "toolchain"), Verdict::NotApplicable);
     // Its `nvidia-smi -q` (an H200 on driver 580.159.04) parses.
@@ -667,8 +575,7 @@ fn a_kernel_without_rust_is_named_from_proc_config_gz() {
 #[test]
 fn ubuntu_without_lib_rust_names_the_package() {
     let r = run("ubuntu-26.04-no-lib-rust");
-    let c = r.get("kernel-rust").unwrap();
-    assert_eq!(c.verdict, Verdict::Fail, "{c:?}");
+    let c = first_fail(&r, "kernel-rust");
     assert!(
         c.detail
             .contains("/lib/modules/7.0.0-34-generic/build lacks the Rust files"),
@@ -685,30 +592,18 @@ fn ubuntu_without_lib_rust_names_the_package() {
         c.fix.as_deref(),
         Some("apt install linux-lib-rust-7.0.0-34-generic")
     );
-    assert_eq!(r.first_fail().unwrap().id, "kernel-rust");
     // The same host with the package installed.
     let r = run("ubuntu-26.04-lib-rust");
-    assert_eq!(
-        verdict(&r, "kernel-rust"),
-        Verdict::Ok,
-        "{:?}",
-        r.get("kernel-rust")
-    );
-    assert_eq!(verdict(&r, "kernel-release"), Verdict::Ok);
-    assert_eq!(
-        verdict(&r, "toolchain"),
-        Verdict::Ok,
-        "{:?}",
-        r.get("toolchain")
-    );
+    for id in ["kernel-rust", "kernel-release", "toolchain"] {
+        expect(&r, id, Verdict::Ok);
+    }
 }
 
 /// The same Ubuntu 26.04 host with neither linux-headers nor linux-lib-rust.
 #[test]
 fn ubuntu_without_headers_names_both_packages() {
     let r = run("ubuntu-26.04-no-headers");
-    let c = r.get("kernel-rust").unwrap();
-    assert_eq!(c.verdict, Verdict::Fail, "{c:?}");
+    let c = expect(&r, "kernel-rust", Verdict::Fail);
     assert!(
         c.detail
             .ends_with("the kernel's build tree /lib/modules/7.0.0-34-generic/build is missing"),
@@ -724,18 +619,15 @@ fn ubuntu_without_headers_names_both_packages() {
 /// release of no Ubuntu package; or a Debian host), the files are named, no package.
 #[test]
 fn non_ubuntu_hosts_are_told_the_missing_files() {
-    let dir = scratch("non-ubuntu");
-    copy_tree(&fixture("ubuntu-26.04-no-lib-rust"), &dir);
-    std::fs::write(
+    let dir = Scratch::copy_of("ubuntu-26.04-no-lib-rust", "non-ubuntu");
+    std::fs::copy(
+        fixture("toolchain-clang-19-only/etc/os-release"),
         dir.join("etc/os-release"),
-        std::fs::read_to_string(fixture("toolchain-clang-19-only").join("etc/os-release")).unwrap(),
     )
     .unwrap();
-    let r = doctor::run(&Root::new(&dir), None);
-    std::fs::remove_dir_all(&dir).unwrap();
-    let c = r.get("kernel-rust").unwrap();
-    assert_eq!(c.verdict, Verdict::Fail);
-    let fix = c.fix.as_deref().unwrap();
+    let r = run_at(&dir);
+    let c = expect(&r, "kernel-rust", Verdict::Fail);
+    let fix = fix(c);
     assert!(!fix.contains("apt install"), "{fix}");
     assert!(
         fix.contains("/lib/modules/7.0.0-34-generic/build/rust"),
@@ -747,20 +639,16 @@ fn non_ubuntu_hosts_are_told_the_missing_files() {
 /// A loaded peermem was built elsewhere: a missing build tree only stops rebuilding.
 #[test]
 fn a_missing_build_tree_warns_when_peermem_is_loaded() {
-    let dir = scratch("loaded-no-headers");
-    copy_tree(&fixture("ubuntu-26.04-no-headers"), &dir);
+    let dir = Scratch::copy_of("ubuntu-26.04-no-headers", "loaded-no-headers");
     std::fs::create_dir_all(dir.join("sys/module/peermem")).unwrap();
-    let r = doctor::run(&Root::new(&dir), None);
-    std::fs::remove_dir_all(&dir).unwrap();
-    assert_eq!(verdict(&r, "kernel-rust"), Verdict::Warn);
+    assert_eq!(verdict(&run_at(&dir), "kernel-rust"), Verdict::Warn);
 }
 
 /// /proc/config.gz is read when there is no /boot/config-<release>: the Ubuntu
 /// host's configuration, gzipped, as a kernel with CONFIG_IKCONFIG_PROC shows it.
 #[test]
 fn proc_config_gz_is_read() {
-    let dir = scratch("config-gz");
-    copy_tree(&fixture("ubuntu-26.04-lib-rust"), &dir);
+    let dir = Scratch::copy_of("ubuntu-26.04-lib-rust", "config-gz");
     let config = dir.join("boot/config-7.0.0-34-generic");
     let text = std::fs::read(&config).unwrap();
     std::fs::remove_file(&config).unwrap();
@@ -776,21 +664,11 @@ fn proc_config_gz_is_read() {
         })
         .unwrap();
     std::fs::write(dir.join("proc/config.gz"), gz.stdout).unwrap();
-    let r = doctor::run(&Root::new(&dir), None);
-    std::fs::remove_dir_all(&dir).unwrap();
-    assert_eq!(
-        verdict(&r, "kernel-rust"),
-        Verdict::Ok,
-        "{:?}",
-        r.get("kernel-rust")
-    );
-    assert!(detail(&r, "kernel-rust").starts_with("CONFIG_RUST=y (from /proc/config.gz)"));
-    assert_eq!(
-        verdict(&r, "toolchain"),
-        Verdict::Ok,
-        "{:?}",
-        r.get("toolchain")
-    );
+    let r = run_at(&dir);
+    assert!(expect(&r, "kernel-rust", Verdict::Ok)
+        .detail
+        .starts_with("CONFIG_RUST=y (from /proc/config.gz)"));
+    expect(&r, "toolchain", Verdict::Ok);
 }
 
 /// A user other than root cannot enter debugfs: doctor says to run it as root instead
@@ -822,8 +700,7 @@ fn permission_denied_asks_for_root() {
 /// modules_install` links /lib/modules/7.3.4/build there), no Ubuntu package to name.
 #[test]
 fn linux_7_3_build_trees_need_the_zerocopy_crates() {
-    let dir = scratch("zerocopy");
-    copy_tree(&fixture("toolchain-clang-19-only"), &dir);
+    let dir = Scratch::copy_of("toolchain-clang-19-only", "zerocopy");
     let tree = dir.join("usr/src/linux-source-7.3");
     std::fs::create_dir_all(tree.join("rust")).unwrap();
     std::fs::create_dir_all(dir.join("lib/modules/7.3.4")).unwrap();
@@ -835,20 +712,19 @@ fn linux_7_3_build_trees_need_the_zerocopy_crates() {
     for f in doctor::RUST_BUILD_FILES {
         std::fs::write(tree.join(f), "").unwrap();
     }
-    let r = doctor::run(&Root::new(&dir), None);
-    let c = r.get("kernel-rust").unwrap().clone();
+    let r = run_at(&dir);
+    let c = check(&r, "kernel-rust").clone();
     for f in ["rust/libzerocopy.rmeta", "rust/libzerocopy_derive.so"] {
         std::fs::write(tree.join(f), "").unwrap();
     }
-    let fixed = doctor::run(&Root::new(&dir), None);
-    std::fs::remove_dir_all(&dir).unwrap();
+    let fixed = run_at(&dir);
     assert_eq!(c.verdict, Verdict::Fail, "{c:?}");
     assert!(
         c.detail
             .ends_with(": rust/libzerocopy.rmeta, rust/libzerocopy_derive.so"),
         "{c:?}"
     );
-    assert!(!c.fix.as_deref().unwrap().contains("apt"), "{c:?}");
+    assert!(!fix(&c).contains("apt"), "{c:?}");
     assert_eq!(verdict(&fixed, "kernel-rust"), Verdict::Ok);
     assert_eq!(verdict(&fixed, "kernel-release"), Verdict::Ok);
     // 7.0 trees do not need them.

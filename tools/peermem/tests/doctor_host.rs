@@ -26,79 +26,36 @@
 //! control bit clear, as on bare metal with the IOMMU in passthrough and ACS off in
 //! firmware). The variants below change that tree the way the named host differs.
 
+mod common;
+
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-use peermem_tool::doctor::{self, Acs, Report, Verdict};
-use peermem_tool::Root;
-
-fn fixture(case: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(case)
-}
-
-/// A fresh scratch directory for a test.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("peermem-host-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// `from` copied to `to` (files, directories and symbolic links as they are).
-fn copy_tree(from: &Path, to: &Path) {
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let (src, dst) = (e.path(), to.join(e.file_name()));
-        let t = e.file_type().unwrap();
-        if t.is_symlink() {
-            symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
-        } else if t.is_dir() {
-            std::fs::create_dir_all(&dst).unwrap();
-            copy_tree(&src, &dst);
-        } else {
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
-}
-
-/// A scratch copy of fixture `case`.
-fn copy_of(case: &str, name: &str) -> PathBuf {
-    let dir = scratch(name);
-    copy_tree(&fixture(case), &dir);
-    dir
-}
-
-/// Doctor on a tree, taking nvidia-smi output from the tree (as the binary does).
-fn run_at(dir: &Path) -> Report {
-    let root = Root::new(dir);
-    let text = root.read("/nvidia-smi-q.txt");
-    doctor::run(&root, text.as_deref())
-}
-
-fn run(case: &str) -> Report {
-    run_at(&fixture(case))
-}
-
-fn check<'a>(r: &'a Report, id: &str) -> &'a doctor::Check {
-    r.get(id).unwrap_or_else(|| panic!("no check {id}"))
-}
-
-fn write(dir: &Path, abs: &str, contents: impl AsRef<[u8]>) {
-    let p = dir.join(abs.trim_start_matches('/'));
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, contents).unwrap();
-}
+use common::{
+    check, expect, expect_detail, first_fail, fix, fixture, run, run_at, run_smi, smi, write,
+    Scratch,
+};
+use peermem_tool::doctor::{self, Acs, Verdict};
 
 /// The healthy-h100 tree's downstream-port configuration space, with ACS control
 /// `ctl` (the capability sits at 0x138; its control register at 0x13e).
 fn dsp_config(dir: &Path, bdf: &str, ctl: u16) {
-    let p = dir.join("sys/bus/pci/devices").join(bdf).join("config");
-    let mut config = std::fs::read(&p).unwrap();
+    let config = std::fs::read(config_of(dir, bdf)).unwrap();
     assert_eq!(doctor::acs_control(&config), Acs::Control(0), "{bdf}");
+    dsp_config_any(dir, bdf, ctl);
+}
+
+/// `dsp_config` without the check that ACS starts clear.
+fn dsp_config_any(dir: &Path, bdf: &str, ctl: u16) {
+    let p = config_of(dir, bdf);
+    let mut config = std::fs::read(&p).unwrap();
     config[0x13e..0x140].copy_from_slice(&ctl.to_le_bytes());
     std::fs::write(&p, config).unwrap();
+}
+
+/// The configuration space of PCI function `bdf` in the tree at `dir`.
+fn config_of(dir: &Path, bdf: &str) -> PathBuf {
+    dir.join("sys/bus/pci/devices").join(bdf).join("config")
 }
 
 /// A PCI function at `/sys/devices/<path>` with its ids and NUMA node, and its
@@ -114,6 +71,13 @@ fn function(dir: &Path, path: &str, ids: (&str, &str, &str), numa: i32) {
     let link = dir.join("sys/bus/pci/devices").join(bdf);
     let _ = std::fs::remove_file(&link);
     symlink(format!("../../../devices/{path}"), link).unwrap();
+}
+
+/// A ConnectX-7 at `/sys/devices/<path>` (NUMA node `numa`) with its RDMA device
+/// `name`, port 1 in `state`.
+fn connectx(dir: &Path, name: &str, path: &str, numa: i32, state: (&str, &str)) {
+    function(dir, path, CX7, numa);
+    rdma_device(dir, name, path, state);
 }
 
 /// RDMA device `name` of the PCI function at `/sys/devices/<path>`, port 1 in `state`.
@@ -133,6 +97,7 @@ fn rdma_device(dir: &Path, name: &str, path: &str, state: (&str, &str)) {
         format!("{}\n", state.1),
     );
     write(dir, &format!("{d}/ports/1/link_layer"), "InfiniBand\n");
+    std::fs::create_dir_all(dir.join("sys/class/infiniband")).unwrap();
     symlink(
         format!("../../devices/{path}/infiniband/{name}"),
         dir.join("sys/class/infiniband").join(name),
@@ -143,6 +108,8 @@ fn rdma_device(dir: &Path, name: &str, path: &str, state: (&str, &str)) {
 const CX7: (&str, &str, &str) = ("0x15b3", "0x1021", "0x020700");
 const PEX: (&str, &str, &str) = ("0x1000", "0xc030", "0x060400");
 const ROOT_PORT: (&str, &str, &str) = ("0x8086", "0x352a", "0x060400");
+/// An InfiniBand port's `state` and `phys_state` with its link up and a subnet manager.
+const ACTIVE: (&str, &str) = ("4: ACTIVE", "5: LinkUp");
 
 // ---- symbol-errors ----------------------------------------------------------------
 
@@ -152,12 +119,11 @@ const ROOT_PORT: (&str, &str, &str) = ("0x8086", "0x352a", "0x060400");
 /// reads, and peermem's own "loaded" line).
 #[test]
 fn a_clean_kernel_log_has_no_symbol_errors() {
-    let r = run("healthy-h100");
-    let c = check(&r, "symbol-errors");
-    assert_eq!(c.verdict, Verdict::Ok, "{c:?}");
-    assert_eq!(
-        c.detail,
-        "the kernel log has no symbol version or unknown-symbol errors for peermem or nvidia_peermem"
+    expect_detail(
+        &run("healthy-h100"),
+        "symbol-errors",
+        Verdict::Ok,
+        "the kernel log has no symbol version or unknown-symbol errors for peermem or nvidia_peermem",
     );
 }
 
@@ -169,7 +135,7 @@ fn a_clean_kernel_log_has_no_symbol_errors() {
 /// loaded, then the module refused; /sys/module/nvidia_peermem is absent.
 #[test]
 fn a_symbol_version_mismatch_fails_naming_symbol_and_module() {
-    let dir = copy_of("healthy-h100", "crc");
+    let dir = Scratch::copy_of("healthy-h100", "crc");
     std::fs::remove_dir_all(dir.join("sys/module/nvidia_peermem")).unwrap();
     let mut log = std::fs::read_to_string(dir.join("dmesg.txt")).unwrap();
     log = log.replace(
@@ -181,20 +147,19 @@ fn a_symbol_version_mismatch_fails_naming_symbol_and_module() {
     );
     std::fs::write(dir.join("dmesg.txt"), log).unwrap();
     let r = run_at(&dir);
-    std::fs::remove_dir_all(&dir).unwrap();
-    let c = check(&r, "symbol-errors");
-    assert_eq!(c.verdict, Verdict::Fail);
-    assert_eq!(
-        c.detail,
+    let c = expect_detail(
+        &r,
+        "symbol-errors",
+        Verdict::Fail,
         "the kernel refused symbols: nvidia_peermem: disagrees about version of symbol \
          ib_register_peer_memory_client; nvidia_peermem: disagrees about version of symbol \
-         ib_unregister_peer_memory_client"
+         ib_unregister_peer_memory_client",
     );
-    let fix = c.fix.as_deref().unwrap();
+    let fix = fix(c);
     assert!(fix.contains("packaging/find-symvers"), "{fix}");
     assert!(fix.contains("KBUILD_EXTRA_SYMBOLS"), "{fix}");
     // The module is not loaded: that fails first, symbol-errors says why.
-    assert_eq!(r.first_fail().unwrap().id, "peermem-module");
+    first_fail(&r, "peermem-module");
     let ids: Vec<&str> = r.checks.iter().map(|c| c.id).collect();
     assert_eq!(ids[2..4], ["peermem-module", "symbol-errors"]);
 }
@@ -205,33 +170,34 @@ fn a_symbol_version_mismatch_fails_naming_symbol_and_module() {
 /// host.
 #[test]
 fn an_unknown_symbol_fails_naming_the_provider() {
-    let dir = copy_of("healthy-h100", "unknown");
-    std::fs::write(
-        dir.join("dmesg.txt"),
+    let dir = Scratch::copy_of("healthy-h100", "unknown");
+    write(
+        &dir,
+        "/dmesg.txt",
         "4,1577,12630845,-;peermem: Unknown symbol nvidia_p2p_get_pages (err -2)\n\
          4,1578,12630850,-;peermem: Unknown symbol nvidia_p2p_put_pages (err -2)\n\
          [   12.630851] gdrdrv: Unknown symbol nvidia_p2p_get_pages (err -2)\n",
-    )
-    .unwrap();
-    let r = run_at(&dir);
-    std::fs::remove_dir_all(&dir).unwrap();
-    let c = check(&r, "symbol-errors");
-    assert_eq!(c.verdict, Verdict::Fail);
-    assert_eq!(
-        c.detail,
-        "the kernel refused symbols: peermem: Unknown symbol nvidia_p2p_get_pages (err -2); \
-         peermem: Unknown symbol nvidia_p2p_put_pages (err -2)"
     );
-    assert!(c.fix.as_deref().unwrap().contains("modprobe nvidia"));
+    let r = run_at(&dir);
+    let c = expect_detail(
+        &r,
+        "symbol-errors",
+        Verdict::Fail,
+        "the kernel refused symbols: peermem: Unknown symbol nvidia_p2p_get_pages (err -2); \
+         peermem: Unknown symbol nvidia_p2p_put_pages (err -2)",
+    );
+    assert!(fix(c).contains("modprobe nvidia"));
 }
 
 /// healthy-dev-vm records no kernel log (no /dmesg.txt).
 #[test]
 fn no_recorded_log_is_not_applicable() {
-    let r = run("healthy-dev-vm");
-    let c = check(&r, "symbol-errors");
-    assert_eq!(c.verdict, Verdict::NotApplicable);
-    assert_eq!(c.detail, "no kernel log recorded (/dmesg.txt)");
+    expect_detail(
+        &run("healthy-dev-vm"),
+        "symbol-errors",
+        Verdict::NotApplicable,
+        "no kernel log recorded (/dmesg.txt)",
+    );
 }
 
 // ---- gpu-product ------------------------------------------------------------------
@@ -240,17 +206,17 @@ fn no_recorded_log_is_not_applicable() {
 /// "NVIDIA") and the lent H200's, recorded on that host (Product Brand "NVIDIA").
 #[test]
 fn data_center_gpus_are_fine() {
-    let c = check(&run("healthy-h100"), "gpu-product").clone();
-    assert_eq!(c.verdict, Verdict::Ok);
-    assert_eq!(
-        c.detail,
-        "00000000:18:00.0: NVIDIA H100 80GB HBM3 (brand NVIDIA): a data-center or professional GPU"
+    expect_detail(
+        &run("healthy-h100"),
+        "gpu-product",
+        Verdict::Ok,
+        "00000000:18:00.0: NVIDIA H100 80GB HBM3 (brand NVIDIA): a data-center or professional GPU",
     );
-    let c = check(&run("lent-h200-6.18"), "gpu-product").clone();
-    assert_eq!(c.verdict, Verdict::Ok);
-    assert_eq!(
-        c.detail,
-        "00000000:00:06.0: NVIDIA H200 (brand NVIDIA): a data-center or professional GPU"
+    expect_detail(
+        &run("lent-h200-6.18"),
+        "gpu-product",
+        Verdict::Ok,
+        "00000000:00:06.0: NVIDIA H200 (brand NVIDIA): a data-center or professional GPU",
     );
 }
 
@@ -259,19 +225,17 @@ fn data_center_gpus_are_fine() {
 /// Resizable BAR), the fields as the H200 host's output lays them out.
 #[test]
 fn geforce_is_refused_with_the_reason() {
-    let root = Root::new(fixture("healthy-h100"));
-    let smi = std::fs::read_to_string(fixture("nvidia-smi/geforce-rtx-4090.txt")).unwrap();
-    let r = doctor::run(&root, Some(&smi));
-    let c = check(&r, "gpu-product");
-    assert_eq!(c.verdict, Verdict::Fail);
-    assert_eq!(
-        c.detail,
+    let r = run_smi("healthy-h100", Some(&smi("geforce-rtx-4090.txt")));
+    let c = expect_detail(
+        &r,
+        "gpu-product",
+        Verdict::Fail,
         "00000000:01:00.0: NVIDIA GeForce RTX 4090 (brand GeForce): GeForce: NVIDIA supports \
          GPUDirect RDMA on data-center and professional GPUs, not GeForce \
-         (nvidia_p2p_get_pages refuses GeForce memory with -EINVAL)"
+         (nvidia_p2p_get_pages refuses GeForce memory with -EINVAL)",
     );
-    assert!(c.fix.as_deref().unwrap().contains("data-center"));
-    assert_eq!(r.first_fail().unwrap().id, "gpu-product");
+    assert!(fix(c).contains("data-center"));
+    first_fail(&r, "gpu-product");
 }
 
 /// Without a brand (older nvidia-smi), the product name decides; a host with a
@@ -281,9 +245,8 @@ fn geforce_by_name_beside_a_data_center_gpu_warns() {
     let smi = "Driver Version : 580.65.06\n\
                GPU 00000000:18:00.0\n    Product Name : NVIDIA H100 80GB HBM3\n\
                GPU 00000000:65:00.0\n    Product Name : NVIDIA GeForce RTX 3090\n";
-    let r = doctor::run(&Root::new(fixture("healthy-h100")), Some(smi));
-    let c = check(&r, "gpu-product");
-    assert_eq!(c.verdict, Verdict::Warn);
+    let r = run_smi("healthy-h100", Some(smi));
+    let c = expect(&r, "gpu-product", Verdict::Warn);
     assert!(
         c.detail
             .starts_with("00000000:65:00.0: NVIDIA GeForce RTX 3090: GeForce: "),
@@ -292,8 +255,8 @@ fn geforce_by_name_beside_a_data_center_gpu_warns() {
     assert!(c
         .detail
         .ends_with("GPUDirect RDMA works on the others (00000000:18:00.0: NVIDIA H100 80GB HBM3)"));
-    let r = doctor::run(&Root::new(fixture("healthy-h100")), None);
-    assert_eq!(check(&r, "gpu-product").verdict, Verdict::NotApplicable);
+    let r = run_smi("healthy-h100", None);
+    expect(&r, "gpu-product", Verdict::NotApplicable);
 }
 
 // ---- hca --------------------------------------------------------------------------
@@ -304,12 +267,11 @@ fn geforce_by_name_beside_a_data_center_gpu_warns() {
 /// reads).
 #[test]
 fn an_active_connectx_port_is_fine() {
-    let r = run("healthy-h100");
-    let c = check(&r, "hca");
-    assert_eq!(c.verdict, Verdict::Ok);
-    assert_eq!(
-        c.detail,
-        "mlx5_0 (0000:19:00.0, mlx5_core): port 1 ACTIVE (LinkUp, InfiniBand)"
+    expect_detail(
+        &run("healthy-h100"),
+        "hca",
+        Verdict::Ok,
+        "mlx5_0 (0000:19:00.0, mlx5_core): port 1 ACTIVE (LinkUp, InfiniBand)",
     );
 }
 
@@ -318,47 +280,37 @@ fn an_active_connectx_port_is_fine() {
 /// Physical state: LinkUp"); a second HCA without a cable reads `1: DOWN`, `2: Polling`.
 #[test]
 fn ports_not_active_warn_with_their_states() {
-    let dir = copy_of("healthy-h100", "hca-init");
+    let dir = Scratch::copy_of("healthy-h100", "hca-init");
     let port = "sys/class/infiniband/mlx5_0/ports/1";
     write(&dir, &format!("/{port}/state"), "2: INIT\n");
     let r = run_at(&dir);
-    let c = check(&r, "hca").clone();
-    assert_eq!(c.verdict, Verdict::Warn);
-    assert_eq!(
-        c.detail,
-        "no port is ACTIVE: mlx5_0 (0000:19:00.0, mlx5_core): port 1 INIT (LinkUp)"
+    let c = expect_detail(
+        &r,
+        "hca",
+        Verdict::Warn,
+        "no port is ACTIVE: mlx5_0 (0000:19:00.0, mlx5_core): port 1 INIT (LinkUp)",
     );
-    let fix = c.fix.unwrap();
+    let hint = fix(c);
     assert!(
-        fix.starts_with("bring the link up on mlx5_0 port 1: INIT (phys_state 5: LinkUp)"),
-        "{fix}"
+        hint.starts_with("bring the link up on mlx5_0 port 1: INIT (phys_state 5: LinkUp)"),
+        "{hint}"
     );
-    assert!(fix.contains("subnet manager"), "{fix}");
+    assert!(hint.contains("subnet manager"), "{hint}");
     // One port up, another HCA down: still a warning, naming the one down.
     write(&dir, &format!("/{port}/state"), "4: ACTIVE\n");
     let usp = "pci0000:15/0000:15:01.0/0000:16:00.0";
     function(&dir, &format!("{usp}/0000:17:02.0"), PEX, 0);
-    function(&dir, &format!("{usp}/0000:17:02.0/0000:1a:00.0"), CX7, 0);
-    rdma_device(
-        &dir,
-        "mlx5_1",
-        &format!("{usp}/0000:17:02.0/0000:1a:00.0"),
-        ("1: DOWN", "2: Polling"),
-    );
+    let hca = format!("{usp}/0000:17:02.0/0000:1a:00.0");
+    connectx(&dir, "mlx5_1", &hca, 0, ("1: DOWN", "2: Polling"));
     let r = run_at(&dir);
-    std::fs::remove_dir_all(&dir).unwrap();
-    let c = check(&r, "hca");
-    assert_eq!(c.verdict, Verdict::Warn);
-    assert_eq!(
-        c.detail,
+    let c = expect_detail(
+        &r,
+        "hca",
+        Verdict::Warn,
         "mlx5_0 (0000:19:00.0, mlx5_core): port 1 ACTIVE (LinkUp, InfiniBand); \
-         mlx5_1 (0000:1a:00.0): port 1 DOWN (Polling)"
+         mlx5_1 (0000:1a:00.0): port 1 DOWN (Polling)",
     );
-    assert!(c
-        .fix
-        .as_deref()
-        .unwrap()
-        .starts_with("bring the link up on mlx5_1 port 1: DOWN (phys_state 2: Polling)"));
+    assert!(fix(c).starts_with("bring the link up on mlx5_1 port 1: DOWN (phys_state 2: Polling)"));
 }
 
 /// healthy-dev-vm: the QEMU dev VM with the fake nvidia.ko and peer-memory core, and
@@ -366,13 +318,13 @@ fn ports_not_active_warn_with_their_states() {
 #[test]
 fn no_rdma_device_fails() {
     let r = run("healthy-dev-vm");
-    let c = check(&r, "hca");
-    assert_eq!(c.verdict, Verdict::Fail);
-    assert_eq!(
-        c.detail,
-        "no RDMA device: /sys/class/infiniband is empty or missing (ibv_devices lists nothing)"
+    let c = expect_detail(
+        &r,
+        "hca",
+        Verdict::Fail,
+        "no RDMA device: /sys/class/infiniband is empty or missing (ibv_devices lists nothing)",
     );
-    assert!(c.fix.as_deref().unwrap().contains("modprobe mlx5_ib"));
+    assert!(fix(c).contains("modprobe mlx5_ib"));
 }
 
 /// Soft-RoCE: `rdma link add rxe0 type rxe netdev enp0s3` makes
@@ -380,7 +332,7 @@ fn no_rdma_device_fails() {
 /// netdev, an Ethernet port).
 #[test]
 fn only_software_rdma_fails() {
-    let dir = copy_of("healthy-dev-vm", "rxe");
+    let dir = Scratch::copy_of("healthy-dev-vm", "rxe");
     let d = "/sys/devices/virtual/infiniband/rxe0";
     write(&dir, &format!("{d}/parent"), "enp0s3\n");
     write(&dir, &format!("{d}/ports/1/state"), "4: ACTIVE\n");
@@ -393,14 +345,13 @@ fn only_software_rdma_fails() {
     )
     .unwrap();
     let r = run_at(&dir);
-    std::fs::remove_dir_all(&dir).unwrap();
-    let c = check(&r, "hca");
-    assert_eq!(c.verdict, Verdict::Fail);
-    assert_eq!(
-        c.detail,
-        "no HCA: only software RDMA devices (rxe0), which cannot DMA to GPU memory"
+    expect_detail(
+        &r,
+        "hca",
+        Verdict::Fail,
+        "no HCA: only software RDMA devices (rxe0), which cannot DMA to GPU memory",
     );
-    assert_eq!(check(&r, "pcie-path").verdict, Verdict::NotApplicable);
+    expect(&r, "pcie-path", Verdict::NotApplicable);
 }
 
 // ---- boot-load --------------------------------------------------------------------
@@ -409,15 +360,14 @@ fn only_software_rdma_fails() {
 /// scripts/deb writes it (a comment line, then `nvidia-peermem`).
 #[test]
 fn the_packages_boot_entry_is_found() {
-    let r = run("healthy-h100");
-    let c = check(&r, "boot-load");
-    assert_eq!(c.verdict, Verdict::Ok);
-    assert_eq!(
-        c.detail,
-        "/etc/modules-load.d/peermem.conf loads nvidia-peermem"
+    expect_detail(
+        &run("healthy-h100"),
+        "boot-load",
+        Verdict::Ok,
+        "/etc/modules-load.d/peermem.conf loads nvidia-peermem",
     );
     // A distribution's file under /usr/lib naming nvidia_peermem counts too.
-    let dir = copy_of("healthy-h100", "boot-usr-lib");
+    let dir = Scratch::copy_of("healthy-h100", "boot-usr-lib");
     std::fs::remove_dir_all(dir.join("etc/modules-load.d")).unwrap();
     write(
         &dir,
@@ -425,7 +375,6 @@ fn the_packages_boot_entry_is_found() {
         "nvidia_peermem\n",
     );
     let r = run_at(&dir);
-    std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(
         check(&r, "boot-load").detail,
         "/usr/lib/modules-load.d/nvidia-peermem.conf loads nvidia_peermem"
@@ -436,7 +385,7 @@ fn the_packages_boot_entry_is_found() {
 /// commented out (`#nvidia-peermem`).
 #[test]
 fn no_boot_entry_warns() {
-    let dir = copy_of("healthy-h100", "boot-none");
+    let dir = Scratch::copy_of("healthy-h100", "boot-none");
     write(
         &dir,
         "/etc/modules-load.d/peermem.conf",
@@ -448,19 +397,13 @@ fn no_boot_entry_warns() {
         "# /etc/modules\nloop\n",
     );
     let r = run_at(&dir);
-    std::fs::remove_dir_all(&dir).unwrap();
-    let c = check(&r, "boot-load");
-    assert_eq!(c.verdict, Verdict::Warn);
+    let c = expect(&r, "boot-load", Verdict::Warn);
     assert!(
         c.detail
             .ends_with("names peermem or nvidia-peermem: the module is gone after a reboot"),
         "{c:?}"
     );
-    assert!(c
-        .fix
-        .as_deref()
-        .unwrap()
-        .starts_with("echo nvidia-peermem > /etc/modules-load.d/peermem.conf"));
+    assert!(fix(c).starts_with("echo nvidia-peermem > /etc/modules-load.d/peermem.conf"));
     assert!(r.ready());
 }
 
@@ -470,13 +413,12 @@ fn no_boot_entry_warns() {
 /// downstream ports of one switch, ACS control 0 on both ports.
 #[test]
 fn gpu_and_hca_below_one_switch_without_acs_redirection_are_fine() {
-    let r = run("healthy-h100");
-    let c = check(&r, "pcie-path");
-    assert_eq!(c.verdict, Verdict::Ok, "{c:?}");
-    assert_eq!(
-        c.detail,
+    expect_detail(
+        &run("healthy-h100"),
+        "pcie-path",
+        Verdict::Ok,
         "GPU 0000:18:00.0 - mlx5_0 (0000:19:00.0): PIX (at most one PCIe switch between \
-         them), no ACS redirection at 0000:17:00.0, 0000:17:01.0"
+         them), no ACS redirection at 0000:17:00.0, 0000:17:01.0",
     );
 }
 
@@ -487,21 +429,21 @@ fn gpu_and_hca_below_one_switch_without_acs_redirection_are_fine() {
 /// EgressCtrl- DirectTrans-`.
 #[test]
 fn acs_redirection_on_the_switch_ports_warns_naming_them() {
-    let dir = copy_of("healthy-h100", "acs");
+    let dir = Scratch::copy_of("healthy-h100", "acs");
     dsp_config(&dir, "0000:17:00.0", 0x001d);
     dsp_config(&dir, "0000:17:01.0", 0x001d);
     let r = run_at(&dir);
-    let c = check(&r, "pcie-path").clone();
-    assert_eq!(c.verdict, Verdict::Warn);
-    assert_eq!(
-        c.detail,
+    let c = expect_detail(
+        &r,
+        "pcie-path",
+        Verdict::Warn,
         "GPU 0000:18:00.0 - mlx5_0 (0000:19:00.0): PIX (at most one PCIe switch between \
          them), 0000:17:00.0 ACSCtl SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ \
          EgressCtrl- DirectTrans-, 0000:17:01.0 ACSCtl SrcValid+ TransBlk- ReqRedir+ \
          CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-; ACS redirects peer-to-peer \
-         traffic to the root complex at 0000:17:00.0, 0000:17:01.0"
+         traffic to the root complex at 0000:17:00.0, 0000:17:01.0",
     );
-    let fix = c.fix.unwrap();
+    let fix = fix(c);
     assert!(
         fix.contains("setpci -s 0000:17:00.0 ECAP_ACS+0x6.w=0000; setpci -s 0000:17:01.0 ECAP_ACS+0x6.w=0000"),
         "{fix}"
@@ -510,18 +452,15 @@ fn acs_redirection_on_the_switch_ports_warns_naming_them() {
     // Source Validation alone redirects nothing.
     dsp_config_any(&dir, "0000:17:00.0", 0x0001);
     dsp_config_any(&dir, "0000:17:01.0", 0x0001);
-    let r = run_at(&dir);
-    assert_eq!(check(&r, "pcie-path").verdict, Verdict::Ok);
+    expect(&run_at(&dir), "pcie-path", Verdict::Ok);
     // Not root: sysfs gives the first 64 bytes of config only.
     for bdf in ["0000:17:00.0", "0000:17:01.0"] {
-        let p = dir.join("sys/bus/pci/devices").join(bdf).join("config");
+        let p = config_of(&dir, bdf);
         let head = std::fs::read(&p).unwrap()[..64].to_vec();
         std::fs::write(&p, head).unwrap();
     }
     let r = run_at(&dir);
-    std::fs::remove_dir_all(&dir).unwrap();
-    let c = check(&r, "pcie-path");
-    assert_eq!(c.verdict, Verdict::Ok);
+    let c = expect(&r, "pcie-path", Verdict::Ok);
     assert!(
         c.detail.ends_with(
             "; ACS of 0000:17:00.0, 0000:17:01.0 not checked: their extended configuration \
@@ -531,47 +470,37 @@ fn acs_redirection_on_the_switch_ports_warns_naming_them() {
     );
 }
 
-/// `dsp_config` without the check that ACS starts clear.
-fn dsp_config_any(dir: &Path, bdf: &str, ctl: u16) {
-    let p = dir.join("sys/bus/pci/devices").join(bdf).join("config");
-    let mut config = std::fs::read(&p).unwrap();
-    config[0x13e..0x140].copy_from_slice(&ctl.to_le_bytes());
-    std::fs::write(&p, config).unwrap();
-}
-
 /// A two-socket server whose only ConnectX-7 hangs off the other socket's root port
 /// (host bridge pci0000:97, NUMA node 1): nvidia-smi topo -m says SYS.
 #[test]
 fn an_hca_on_the_other_socket_is_sys() {
-    let dir = copy_of("healthy-h100", "sys");
+    let dir = Scratch::copy_of("healthy-h100", "sys");
     std::fs::remove_file(dir.join("sys/class/infiniband/mlx5_0")).unwrap();
     function(&dir, "pci0000:97/0000:97:01.0", ROOT_PORT, 1);
-    function(&dir, "pci0000:97/0000:97:01.0/0000:98:00.0", CX7, 1);
-    rdma_device(
+    connectx(
         &dir,
         "mlx5_1",
         "pci0000:97/0000:97:01.0/0000:98:00.0",
-        ("4: ACTIVE", "5: LinkUp"),
+        1,
+        ACTIVE,
     );
     let r = run_at(&dir);
-    let c = check(&r, "pcie-path").clone();
-    assert_eq!(c.verdict, Verdict::Warn);
-    assert_eq!(
-        c.detail,
-        "GPU 0000:18:00.0 - mlx5_1 (0000:98:00.0): SYS (between NUMA nodes, over the CPU interconnect)"
+    let c = expect_detail(
+        &r,
+        "pcie-path",
+        Verdict::Warn,
+        "GPU 0000:18:00.0 - mlx5_1 (0000:98:00.0): SYS (between NUMA nodes, over the CPU interconnect)",
     );
-    assert!(c
-        .fix
-        .unwrap()
-        .starts_with("GPU 0000:18:00.0 - mlx5_1: SYS: peer traffic crosses the CPU"));
+    assert!(fix(c).starts_with("GPU 0000:18:00.0 - mlx5_1: SYS: peer traffic crosses the CPU"));
     // The same host bridge numbers on one NUMA node: NODE.
     write(
         &dir,
         "/sys/devices/pci0000:97/0000:97:01.0/0000:98:00.0/numa_node",
         "0\n",
     );
-    let r = run_at(&dir);
-    assert!(check(&r, "pcie-path").detail.contains(": NODE ("));
+    assert!(check(&run_at(&dir), "pcie-path")
+        .detail
+        .contains(": NODE ("));
     // With mlx5_0 back below the GPU's switch, the nearest HCA is taken.
     symlink(
         "../../devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0/0000:19:00.0/infiniband/mlx5_0",
@@ -579,9 +508,7 @@ fn an_hca_on_the_other_socket_is_sys() {
     )
     .unwrap();
     let r = run_at(&dir);
-    std::fs::remove_dir_all(&dir).unwrap();
-    let c = check(&r, "pcie-path");
-    assert_eq!(c.verdict, Verdict::Ok);
+    let c = expect(&r, "pcie-path", Verdict::Ok);
     assert!(c.detail.contains("- mlx5_0 (0000:19:00.0): PIX"), "{c:?}");
 }
 
@@ -590,28 +517,19 @@ fn an_hca_on_the_other_socket_is_sys() {
 /// both below host bridge pci0000:00, no bridge between: PHB.
 #[test]
 fn functions_on_the_root_bus_are_phb() {
-    let dir = scratch("phb");
+    let dir = Scratch::new("phb");
     function(
         &dir,
         "pci0000:00/0000:00:06.0",
         ("0x10de", "0x2335", "0x030200"),
         -1,
     );
-    function(&dir, "pci0000:00/0000:00:07.0", CX7, -1);
-    std::fs::create_dir_all(dir.join("sys/class/infiniband")).unwrap();
-    rdma_device(
-        &dir,
-        "mlx5_0",
-        "pci0000:00/0000:00:07.0",
-        ("4: ACTIVE", "5: LinkUp"),
-    );
-    let r = run_at(&dir);
-    std::fs::remove_dir_all(&dir).unwrap();
-    let c = check(&r, "pcie-path");
-    assert_eq!(c.verdict, Verdict::Warn);
-    assert_eq!(
-        c.detail,
-        "GPU 0000:00:06.0 - mlx5_0 (0000:00:07.0): PHB (through the CPU's PCIe host bridge)"
+    connectx(&dir, "mlx5_0", "pci0000:00/0000:00:07.0", -1, ACTIVE);
+    expect_detail(
+        &run_at(&dir),
+        "pcie-path",
+        Verdict::Warn,
+        "GPU 0000:00:06.0 - mlx5_0 (0000:00:07.0): PHB (through the CPU's PCIe host bridge)",
     );
 }
 
@@ -619,19 +537,16 @@ fn functions_on_the_root_bus_are_phb() {
 /// trays pair GPUs and NICs): PXB; ACS is read on every port below the common one.
 #[test]
 fn two_switch_levels_are_pxb() {
-    let dir = copy_of("healthy-h100", "pxb");
+    let dir = Scratch::copy_of("healthy-h100", "pxb");
     std::fs::remove_file(dir.join("sys/class/infiniband/mlx5_0")).unwrap();
     let dsp = "pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:02.0";
     function(&dir, dsp, PEX, 0);
     function(&dir, &format!("{dsp}/0000:1b:00.0"), PEX, 0);
     function(&dir, &format!("{dsp}/0000:1b:00.0/0000:1c:00.0"), PEX, 0);
     let hca = format!("{dsp}/0000:1b:00.0/0000:1c:00.0/0000:1d:00.0");
-    function(&dir, &hca, CX7, 0);
-    rdma_device(&dir, "mlx5_2", &hca, ("4: ACTIVE", "5: LinkUp"));
+    connectx(&dir, "mlx5_2", &hca, 0, ACTIVE);
     let r = run_at(&dir);
-    std::fs::remove_dir_all(&dir).unwrap();
-    let c = check(&r, "pcie-path");
-    assert_eq!(c.verdict, Verdict::Ok);
+    let c = expect(&r, "pcie-path", Verdict::Ok);
     assert!(
         c.detail.starts_with(
             "GPU 0000:18:00.0 - mlx5_2 (0000:1d:00.0): PXB (several PCIe switches between \

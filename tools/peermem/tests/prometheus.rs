@@ -3,21 +3,27 @@
 //! `peermem status --prometheus`: the node_exporter textfile-collector rendering of
 //! peermem's debugfs counters and the peer-memory core's client counters.
 
-use std::path::{Path, PathBuf};
+mod common;
 
+use std::path::Path;
+
+use common::{arg, fixture, peermem, write, Scratch};
 use peermem_tool::status::{self, CoreClient};
 use peermem_tool::Root;
-
-fn fixture(case: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(case)
-}
 
 fn render(dir: &Path) -> String {
     let root = Root::new(dir);
     let s = status::read(&root).unwrap();
     status::render_prometheus(&s, status::loaded_module(&root), &status::read_core(&root))
+}
+
+/// Asserts that fixture `case` renders as `want`, which `validate` takes for `samples`
+/// samples.
+#[track_caller]
+fn assert_renders(case: &str, samples: usize, want: &str) {
+    let text = render(&fixture(case));
+    assert_eq!(text, want);
+    assert_eq!(validate(&text), samples);
 }
 
 /// Whether `name` is a valid metric name: `[a-zA-Z_:][a-zA-Z0-9_:]*`.
@@ -112,9 +118,9 @@ fn validate(text: &str) -> usize {
 /// no module label.
 #[test]
 fn a_fresh_module_renders_every_counter() {
-    let text = render(&fixture("status-empty"));
-    assert_eq!(
-        text,
+    assert_renders(
+        "status-empty",
+        17,
         "\
 # HELP peermem_registrations_total Registrations of GPU memory peermem claimed
 # TYPE peermem_registrations_total counter
@@ -167,18 +173,17 @@ peermem_refused_freed_total 0
 # HELP peermem_refused_no_memory_total Registrations refused: out of memory for peermem's bookkeeping
 # TYPE peermem_refused_no_memory_total counter
 peermem_refused_no_memory_total 0
-"
+",
     );
-    assert_eq!(validate(&text), 17);
 }
 
 /// status-unknown-counter: a newer module's `stats` with counters this tool does not
 /// know (future_counter, refused_new_reason): exported untyped, under their own names.
 #[test]
 fn unknown_counters_are_untyped() {
-    let text = render(&fixture("status-unknown-counter"));
-    assert_eq!(
-        text,
+    assert_renders(
+        "status-unknown-counter",
+        6,
         "\
 # HELP peermem_registrations_total Registrations of GPU memory peermem claimed
 # TYPE peermem_registrations_total counter
@@ -198,9 +203,8 @@ peermem_future_counter 17
 # HELP peermem_refused_new_reason peermem debugfs counter refused_new_reason (not known to this peermem tool)
 # TYPE peermem_refused_new_reason untyped
 peermem_refused_new_reason 1
-"
+",
     );
-    assert_eq!(validate(&text), 6);
 }
 
 /// healthy-h100: the drop-in loaded (/sys/module/nvidia_peermem), two live pins; the
@@ -225,22 +229,18 @@ fn samples_name_the_loaded_module() {
 /// num_dereg_pages reads 0 as the core counts it).
 #[test]
 fn the_cores_client_counters_are_labelled_by_client() {
-    let dir = std::env::temp_dir().join(format!("peermem-prom-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    copy_tree(&fixture("healthy-h100"), &dir);
-    let peers = dir.join("sys/kernel/mm/memory_peers");
+    let dir = Scratch::copy_of("healthy-h100", "core-clients");
     for (client, values) in [
         ("nv_mem", [3u64, 1, 3, 0, 4194304, 1048576, 0]),
         ("nv_mem_nc", [0, 0, 0, 0, 0, 0, 0]),
     ] {
-        let d = peers.join(client);
-        std::fs::create_dir_all(&d).unwrap();
-        std::fs::write(d.join("version"), "0.1.0\n").unwrap();
+        let d = format!("/sys/kernel/mm/memory_peers/{client}");
+        write(&dir, &format!("{d}/version"), "0.1.0\n");
         for ((file, _), v) in status::CORE_COUNTERS.iter().zip(values) {
-            std::fs::write(d.join(file), format!("{v}\n")).unwrap();
+            write(&dir, &format!("{d}/{file}"), format!("{v}\n"));
         }
     }
-    let root = Root::new(&dir);
+    let root = Root::new(&*dir);
     let core = status::read_core(&root);
     assert_eq!(
         core[0],
@@ -260,12 +260,7 @@ fn the_cores_client_counters_are_labelled_by_client() {
     );
     let text = render(&dir);
     // The binary prints the same.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_peermem"))
-        .args(["status", "--prometheus", "--root"])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    std::fs::remove_dir_all(&dir).unwrap();
+    let out = peermem(&["status", "--prometheus", "--root", arg(&dir)]);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(String::from_utf8_lossy(&out.stdout), text);
     let core_part = &text[text.find("# HELP peermem_core_").unwrap()..];
@@ -331,35 +326,21 @@ fn the_validator_rejects_what_prometheus_rejects() {
 
 #[test]
 fn prometheus_and_json_exclude_each_other() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_peermem"))
-        .args(["status", "--prometheus", "--json", "--root"])
-        .arg(fixture("status-empty"))
-        .output()
-        .unwrap();
+    let out = peermem(&[
+        "status",
+        "--prometheus",
+        "--json",
+        "--root",
+        arg(&fixture("status-empty")),
+    ]);
     assert_eq!(out.status.code(), Some(64));
     // Without debugfs, --prometheus fails as status does.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_peermem"))
-        .args(["status", "--prometheus", "--root"])
-        .arg(fixture("status-no-debugfs"))
-        .output()
-        .unwrap();
+    let out = peermem(&[
+        "status",
+        "--prometheus",
+        "--root",
+        arg(&fixture("status-no-debugfs")),
+    ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());
-}
-
-/// `from` copied to `to` (files, directories and symbolic links as they are).
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let (src, dst) = (e.path(), to.join(e.file_name()));
-        let t = e.file_type().unwrap();
-        if t.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
-        } else if t.is_dir() {
-            copy_tree(&src, &dst);
-        } else {
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
 }

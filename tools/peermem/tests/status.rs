@@ -2,29 +2,25 @@
 
 //! `peermem status`: parsing the module's debugfs files, rendering, exit codes.
 
-use std::path::PathBuf;
+mod common;
 
-use peermem_tool::status::{self, Pin, StatusError, Value, KNOWN_STATS};
+use common::{fixture, keys, parse};
+use peermem_tool::status::{self, Pin, Status, StatusError, Value, KNOWN_STATS};
 use peermem_tool::Root;
 use serde_json::json;
 
-fn fixture(case: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(case)
-}
-
-/// `text` parsed as JSON (objects keep their key order).
-fn parse(text: &str) -> serde_json::Value {
-    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
-}
-
-/// An object's keys, in order.
-fn keys(v: &serde_json::Value) -> Vec<&str> {
-    let obj = v
-        .as_object()
-        .unwrap_or_else(|| panic!("not an object: {v}"));
-    obj.keys().map(String::as_str).collect()
+/// `s` rendered as JSON, parsed, after asserting its top level: `schema_version`
+/// (peermem_tool::JSON_SCHEMA_VERSION, which is 1), `pins`, `stats`, in that order.
+#[track_caller]
+fn json_of(s: &Status) -> serde_json::Value {
+    let v = parse(&status::render_json(s));
+    assert_eq!(keys(&v), ["schema_version", "pins", "stats"]);
+    assert_eq!(
+        v["schema_version"],
+        json!(peermem_tool::JSON_SCHEMA_VERSION)
+    );
+    assert_eq!(v["schema_version"], json!(1));
+    v
 }
 
 #[test]
@@ -72,13 +68,7 @@ fn empty_pins_is_header_only() {
     assert_eq!(s.stats.get("pins_now"), Some(0));
     let text = status::render_text(&s);
     assert!(text.starts_with("peermem: 0 live pins, 0 B pinned (peak 0 B)\n\nno pins\n"));
-    let v = parse(&status::render_json(&s));
-    assert_eq!(keys(&v), ["schema_version", "pins", "stats"]);
-    assert_eq!(
-        v["schema_version"],
-        json!(peermem_tool::JSON_SCHEMA_VERSION)
-    );
-    assert_eq!(v["schema_version"], json!(1));
+    let v = json_of(&s);
     assert_eq!(v["pins"], json!([]));
     // Every counter the module writes, in its order, as numbers.
     assert_eq!(keys(&v["stats"]), KNOWN_STATS);
@@ -162,13 +152,7 @@ fn text_table_shows_pins() {
 #[test]
 fn json_has_pins_and_stats() {
     let s = status::read(&Root::new(fixture("healthy-dev-vm"))).unwrap();
-    let v = parse(&status::render_json(&s));
-    assert_eq!(keys(&v), ["schema_version", "pins", "stats"]);
-    assert_eq!(
-        v["schema_version"],
-        json!(peermem_tool::JSON_SCHEMA_VERSION)
-    );
-    assert_eq!(v["schema_version"], json!(1));
+    let v = json_of(&s);
     let pins = v["pins"].as_array().unwrap();
     assert_eq!(pins.len(), 2);
     // Addresses are hex strings; a pin without an address space has "".

@@ -5,10 +5,13 @@
 //! scripts/kernel-toolchain's own tests (tests/toolchain/*.config), so that the two
 //! follow the same rules.
 
+mod common;
+
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use peermem_tool::doctor::{self, Config, Verdict};
+use common::Scratch;
+use peermem_tool::doctor::{self, Check, Config, Verdict};
 
 /// scripts/kernel-toolchain's test configuration `name`.
 fn config(name: &str) -> Config {
@@ -22,17 +25,36 @@ fn config(name: &str) -> Config {
     }
 }
 
-/// A fresh scratch directory with a `bin` directory in it.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("peermem-toolchain-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("bin")).unwrap();
-    dir
+/// A fresh scratch directory with a `bin` directory in it, and that `bin`.
+fn scratch(name: &str) -> (Scratch, PathBuf) {
+    let dir = Scratch::new(name);
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    (dir, bin)
+}
+
+/// The `toolchain` check of `cfg` searching `bin`, asserting its verdict.
+#[track_caller]
+fn toolchain(cfg: &Config, bin: &Path, want: Verdict) -> Check {
+    let c = doctor::toolchain_in(cfg, vec![bin.to_owned()]);
+    assert_eq!(c.verdict, want, "{c:?}");
+    c
+}
+
+/// An executable script at `path` that prints `version` for `--version`.
+fn tool(path: &Path, version: &str) {
+    script(path, version, None);
+}
+
+/// A gcc at `path` that prints `version` for `--version` and `dump` for
+/// `-dumpversion`.
+fn gcc(path: &Path, version: &str, dump: &str) {
+    script(path, version, Some(dump));
 }
 
 /// An executable script at `path` that prints `version` for `--version` (and
 /// `-dumpversion`, as gcc does, when `dump` is given).
-fn tool(path: &Path, version: &str, dump: Option<&str>) {
+fn script(path: &Path, version: &str, dump: Option<&str>) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let dump = dump.map_or(String::new(), |d| {
         format!("[ \"$1\" = -dumpversion ] && {{ echo '{d}'; exit 0; }}\n")
@@ -45,17 +67,14 @@ fn tool(path: &Path, version: &str, dump: Option<&str>) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-/// Debian 12's versioned LLVM 19 packages: clang-19, lld-19, llvm-19.
-fn llvm_19(bin: &Path) {
+/// LLVM 19 in `bin`: `clang{suffix}` printing `clang`, and `ld.lld{suffix}` and
+/// LLVM's other tools (`llvm-ar{suffix}`, ...) printing their versions as `vendor`'s
+/// build does ("Debian " for Debian's, "" for LLVM's own).
+fn llvm_19(bin: &Path, suffix: &str, clang: &str, vendor: &str) {
+    tool(&bin.join(format!("clang{suffix}")), clang);
     tool(
-        &bin.join("clang-19"),
-        "Debian clang version 19.1.7 (3~deb12u1)",
-        None,
-    );
-    tool(
-        &bin.join("ld.lld-19"),
-        "Debian LLD 19.1.7 (compatible with GNU linkers)",
-        None,
+        &bin.join(format!("ld.lld{suffix}")),
+        &format!("{vendor}LLD 19.1.7 (compatible with GNU linkers)"),
     );
     for t in [
         "llvm-ar",
@@ -66,9 +85,8 @@ fn llvm_19(bin: &Path) {
         "llvm-strip",
     ] {
         tool(
-            &bin.join(format!("{t}-19")),
-            "Debian LLVM version 19.1.7",
-            None,
+            &bin.join(format!("{t}{suffix}")),
+            &format!("{vendor}LLVM version 19.1.7"),
         );
     }
 }
@@ -79,11 +97,7 @@ fn rustup(dir: &Path, toolchains: &[(&str, &str)]) {
     let bin = dir.join("bin");
     let mut list = String::new();
     for (name, version) in toolchains {
-        tool(
-            &dir.join(format!("toolchains/{name}/bin/rustc")),
-            version,
-            None,
-        );
+        tool(&dir.join(format!("toolchains/{name}/bin/rustc")), version);
         list.push_str(name);
         list.push('\n');
     }
@@ -111,9 +125,14 @@ fn rustup(dir: &Path, toolchains: &[(&str, &str)]) {
 /// proxy is never taken; Debian's rustc-1.96 prints the kernel's text.
 #[test]
 fn versioned_names_rustup_and_debian_rustc() {
-    let dir = scratch("versioned");
-    let bin = dir.join("bin");
-    llvm_19(&bin);
+    let (dir, bin) = scratch("versioned");
+    // Debian 12's versioned LLVM 19 packages: clang-19, lld-19, llvm-19.
+    llvm_19(
+        &bin,
+        "-19",
+        "Debian clang version 19.1.7 (3~deb12u1)",
+        "Debian ",
+    );
     rustup(
         &dir,
         &[
@@ -128,8 +147,7 @@ fn versioned_names_rustup_and_debian_rustc() {
         ],
     );
     let cfg = config("clang19-rustc196.config");
-    let c = doctor::toolchain_in(&cfg, vec![bin.clone()]);
-    assert_eq!(c.verdict, Verdict::Warn, "{c:?}");
+    let c = toolchain(&cfg, &bin, Verdict::Warn);
     assert!(!c.detail.contains("clang"), "{c:?}");
     assert!(
         c.detail.contains(
@@ -153,10 +171,8 @@ fn versioned_names_rustup_and_debian_rustc() {
     tool(
         &bin.join("rustc-1.96"),
         "rustc 1.96.0 (ac68faa20 2026-05-25) (built from a source tarball)",
-        None,
     );
-    let c = doctor::toolchain_in(&cfg, vec![bin.clone()]);
-    assert_eq!(c.verdict, Verdict::Ok, "{c:?}");
+    let c = toolchain(&cfg, &bin, Verdict::Ok);
     assert!(
         c.detail.ends_with(&format!(
             "({}/rustc-1.96), {}/clang-19",
@@ -167,9 +183,7 @@ fn versioned_names_rustup_and_debian_rustc() {
     );
     // Without ld.lld-19 the linker is missing, as kernel-toolchain says.
     std::fs::remove_file(bin.join("ld.lld-19")).unwrap();
-    let c = doctor::toolchain_in(&cfg, vec![bin]);
-    std::fs::remove_dir_all(&dir).unwrap();
-    assert_eq!(c.verdict, Verdict::Warn);
+    let c = toolchain(&cfg, &bin, Verdict::Warn);
     assert!(
         c.detail
             .contains("missing ld.lld 19 (Debian package lld-19)"),
@@ -181,46 +195,25 @@ fn versioned_names_rustup_and_debian_rustc() {
 /// other tools are looked for without a suffix.
 #[test]
 fn unversioned_clang_must_have_the_kernels_major() {
-    let dir = scratch("unversioned");
-    let bin = dir.join("bin");
+    let (_dir, bin) = scratch("unversioned");
     tool(
         &bin.join("clang"),
         "Debian clang version 16.0.6 (15~deb12u1)",
-        None,
     );
     tool(
         &bin.join("rustc"),
         "rustc 1.96.0 (ac68faa20 2026-05-25) (built from a source tarball)",
-        None,
     );
     let cfg = config("clang19-rustc196.config");
-    let c = doctor::toolchain_in(&cfg, vec![bin.clone()]);
-    assert_eq!(c.verdict, Verdict::Warn);
+    let c = toolchain(&cfg, &bin, Verdict::Warn);
     assert!(
         c.detail.contains(
             "missing clang 19 (Debian package clang-19; found: Debian clang version 16.0.6"
         ),
         "{c:?}"
     );
-    tool(&bin.join("clang"), "clang version 19.1.7", None);
-    tool(
-        &bin.join("ld.lld"),
-        "LLD 19.1.7 (compatible with GNU linkers)",
-        None,
-    );
-    for t in [
-        "llvm-ar",
-        "llvm-nm",
-        "llvm-objcopy",
-        "llvm-objdump",
-        "llvm-readelf",
-        "llvm-strip",
-    ] {
-        tool(&bin.join(t), "LLVM version 19.1.7", None);
-    }
-    let c = doctor::toolchain_in(&cfg, vec![bin.clone()]);
-    std::fs::remove_dir_all(&dir).unwrap();
-    assert_eq!(c.verdict, Verdict::Ok, "{c:?}");
+    llvm_19(&bin, "", "clang version 19.1.7", "");
+    let c = toolchain(&cfg, &bin, Verdict::Ok);
     assert!(
         c.detail.ends_with(&format!("{}/clang", bin.display())),
         "{c:?}"
@@ -231,12 +224,11 @@ fn unversioned_clang_must_have_the_kernels_major() {
 /// -dumpversion is 12, and the rustup toolchain that prints the kernel's text.
 #[test]
 fn gcc_and_a_rustup_toolchain() {
-    let dir = scratch("gcc12");
-    let bin = dir.join("bin");
-    tool(
+    let (dir, bin) = scratch("gcc12");
+    gcc(
         &bin.join("gcc"),
         "gcc (Debian 12.2.0-14+deb12u1) 12.2.0",
-        Some("12"),
+        "12",
     );
     rustup(
         &dir,
@@ -246,21 +238,14 @@ fn gcc_and_a_rustup_toolchain() {
         )],
     );
     let cfg = config("gcc12-rustup196.config");
-    let c = doctor::toolchain_in(&cfg, vec![bin.clone()]);
-    assert_eq!(c.verdict, Verdict::Ok, "{c:?}");
+    let c = toolchain(&cfg, &bin, Verdict::Ok);
     assert!(
         c.detail.ends_with(&format!("{}/gcc", bin.display())),
         "{c:?}"
     );
     // A gcc of another major version is not the kernel's.
-    tool(
-        &bin.join("gcc"),
-        "gcc (Debian 14.2.0-19) 14.2.0",
-        Some("14"),
-    );
-    let c = doctor::toolchain_in(&cfg, vec![bin]);
-    std::fs::remove_dir_all(&dir).unwrap();
-    assert_eq!(c.verdict, Verdict::Warn);
+    gcc(&bin.join("gcc"), "gcc (Debian 14.2.0-19) 14.2.0", "14");
+    let c = toolchain(&cfg, &bin, Verdict::Warn);
     assert!(
         c.detail.contains("missing gcc 12 (Debian package gcc-12)"),
         "{c:?}"
