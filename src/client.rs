@@ -109,7 +109,7 @@ impl Pins {
     pub(crate) fn for_each(&self, mut f: impl FnMut(u64, &SharedPin)) {
         self.registry.for_each(|key, pin| f(key.id(), pin));
         for user in self.persistent.lock().iter() {
-            if let Some(pin) = &user.pin {
+            if let Ok(pin) = user.pin() {
                 f(pin.id(), pin);
             }
         }
@@ -300,7 +300,6 @@ impl Client {
         if let Some((mut head, list)) = sg {
             head.uninstall(&list);
             drop(list);
-            compat::fetch_sub(&self.shared.stats.sg_lists_now, 1, Relaxed);
         }
     }
 

@@ -20,10 +20,7 @@ use kernel::{
         File, //
     },
     prelude::*,
-    sync::{
-        atomic::Relaxed,
-        Arc, //
-    }, //
+    sync::Arc, //
 };
 
 use crate::{
@@ -41,10 +38,10 @@ impl fmt::Debug for StatsView {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.0;
         for (name, counter) in Stats::COUNTERS {
-            writeln!(f, "{} {}", name, counter(s).load(Relaxed))?;
+            writeln!(f, "{} {}", name, counter(s))?;
         }
-        for why in Refusal::ALL {
-            writeln!(f, "refused_{} {}", why.name(), s.refused(why))?;
+        for r in &Refusal::REASONS {
+            writeln!(f, "refused_{} {}", r.name, s.refused(r.why))?;
         }
         Ok(())
     }

@@ -77,17 +77,19 @@ pub(crate) use shared::{
 /// refusal reasons, which use their own values: `stats::Refusal`).
 const ORPHAN_RATELIMIT: u32 = 16;
 
-/// Why a pin failed.
+/// Why a pin, or a DMA mapping of one, failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PinError {
-    /// nvidia.ko refused, with this errno (`ENOMEM`: BAR1 exhausted; `EINVAL`: not
-    /// this process's GPU memory).
+    /// nvidia.ko refused, with this errno (a pin's `ENOMEM`: BAR1 exhausted; its
+    /// `EINVAL`: not this process's GPU memory).
     Driver(Error),
-    /// nvidia.ko answered with a page table this module cannot read (it was put back).
+    /// nvidia.ko answered with a page table or DMA mapping this module cannot read (it
+    /// was given back).
     BadAnswer,
-    /// A free callback tore the pin down before it was taken over.
+    /// A free callback tore the pin down before it was taken over, or before the
+    /// mapping was.
     Freed,
-    /// This module could not allocate its own state for the pin.
+    /// This module could not allocate its own state for the pin or the mapping.
     NoMemory,
 }
 

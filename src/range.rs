@@ -125,51 +125,53 @@ impl GpuRange {
     }
 }
 
-/// A registration's bytes, `[addr, addr + len)`, as the range of 64 KiB pages that
-/// covers them and the margins of that range they leave out: 20 bytes of fields (24
-/// with padding) instead of 32 for the range, the address and the length.
+/// A registration's bytes, `[addr, addr + len)`, kept as their first and one-past-last
+/// addresses: 16 bytes. The 64 KiB pages that cover them are computed when asked
+/// (two masks), instead of being stored beside them.
 ///
 /// # Invariants
 ///
-/// `head` and `tail` are below [`GPU_PAGE_SIZE`] and `head + tail < range.len()`: the
-/// bytes are `[range.start() + head, range.end() - tail)`, not empty.
+/// `addr < end`, and `end` rounded up to a 64 KiB boundary fits in 64 bits: the bytes
+/// have a covering [`GpuRange`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Span {
-    range: GpuRange,
-    head: u16,
-    tail: u16,
+    addr: u64,
+    end: u64,
 }
 
-// The margins fit their fields.
-const _: () = assert!(GPU_PAGE_SIZE - 1 <= u16::MAX as u64);
-
 impl Span {
-    /// The bytes `[addr, addr + len)`, with the range that covers them
+    /// The bytes `[addr, addr + len)`, if they have a covering range
     /// ([`GpuRange::covering`], whose errors it returns).
     pub(crate) fn covering(addr: u64, len: u64) -> Result<Self, RangeError> {
-        let range = GpuRange::covering(addr, len)?;
-        // `covering` puts `addr` in the first page and `addr + len` in the last one:
-        // both margins are below a page (so they fit 16 bits) and leave `len > 0` bytes.
-        let head = (addr - range.start()) as u16;
-        let tail = (range.end() - (addr + len)) as u16;
-        // INVARIANT: as said above.
-        Ok(Self { range, head, tail })
+        GpuRange::covering(addr, len)?;
+        // INVARIANT: `covering` checked that `len > 0` and that `addr + len - 1` and
+        // the end of its page fit in 64 bits: so `addr + len` fits, above `addr`.
+        Ok(Self {
+            addr,
+            end: addr + len,
+        })
     }
 
     /// The 64 KiB pages that cover the bytes.
     pub(crate) fn range(&self) -> GpuRange {
-        self.range
+        // INVARIANT: `start` is rounded down from `addr` and the end is one past the
+        // page of the last byte (it fits: the type's invariant), so both are aligned
+        // and `start <= addr < end`.
+        GpuRange {
+            start: self.addr & !GPU_PAGE_MASK,
+            end: ((self.end - 1) | GPU_PAGE_MASK) + 1,
+        }
     }
 
     /// The first byte's address.
     pub(crate) fn addr(&self) -> u64 {
-        self.range.start() + u64::from(self.head)
+        self.addr
     }
 
     /// The number of bytes (never 0).
     pub(crate) fn len(&self) -> u64 {
-        // Never wraps: `head + tail < range.len()` (type invariant).
-        self.range.len() - u64::from(self.head) - u64::from(self.tail)
+        // Never wraps: `addr < end` (type invariant).
+        self.end - self.addr
     }
 }
 

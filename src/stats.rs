@@ -12,10 +12,12 @@ use kernel::{
 
 use crate::{
     compat,
-    nv_p2p::PinError, //
+    nv_p2p::PinError,
+    peer_mem::SgList, //
 };
 
-/// Why a registration of GPU memory was refused.
+/// Why a registration of GPU memory was refused (its name and message:
+/// [`Refusal::REASONS`]).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(u32)]
 pub(crate) enum Refusal {
@@ -40,33 +42,67 @@ pub(crate) enum Refusal {
 /// How many refusal reasons there are.
 pub(crate) const REFUSALS: usize = 7;
 
+/// A refusal reason's counter name and dmesg message, side by side.
+pub(crate) struct Reason {
+    pub(crate) why: Refusal,
+    /// The counter's name: the `stats` file shows it as `refused_<name>`.
+    pub(crate) name: &'static str,
+    /// What the rate-limited dmesg line says.
+    message: &'static str,
+}
+
+// Each reason sits at its own index.
+const _: () = {
+    let mut i = 0;
+    while i < REFUSALS {
+        assert!(Refusal::REASONS[i].why as usize == i);
+        i += 1;
+    }
+};
+
 impl Refusal {
-    /// Every reason, in counter order.
-    pub(crate) const ALL: [Refusal; REFUSALS] = [
-        Refusal::BadRange,
-        Refusal::Bar1Exhausted,
-        Refusal::PinFailed,
-        Refusal::NotPci,
-        Refusal::DmaMapFailed,
-        Refusal::Freed,
-        Refusal::NoMemory,
+    /// Every reason, in counter order: the one list of their names and messages.
+    pub(crate) const REASONS: [Reason; REFUSALS] = [
+        Reason {
+            why: Refusal::BadRange,
+            name: "bad_range",
+            message: "zero length or address + length overflows",
+        },
+        Reason {
+            why: Refusal::Bar1Exhausted,
+            name: "bar1_exhausted",
+            message: "GPU BAR1 space exhausted (too much GPU memory pinned)",
+        },
+        Reason {
+            why: Refusal::PinFailed,
+            name: "pin_failed",
+            message: "nvidia.ko refused to pin the memory",
+        },
+        Reason {
+            why: Refusal::NotPci,
+            name: "not_pci",
+            message: "the RDMA device is not a PCI function (software RDMA cannot DMA to GPU memory)",
+        },
+        Reason {
+            why: Refusal::DmaMapFailed,
+            name: "dma_map_failed",
+            message: "nvidia.ko could not map the GPU pages for the RDMA device (PCIe topology or DMA mask)",
+        },
+        Reason {
+            why: Refusal::Freed,
+            name: "freed",
+            message: "the GPU memory was freed during registration",
+        },
+        Reason {
+            why: Refusal::NoMemory,
+            name: "no_memory",
+            message: "out of memory",
+        },
     ];
 
-    /// The counters' names, in counter order (the `stats` file shows each as
-    /// `refused_<name>`).
-    pub(crate) const NAMES: [&'static str; REFUSALS] = [
-        "bad_range",
-        "bar1_exhausted",
-        "pin_failed",
-        "not_pci",
-        "dma_map_failed",
-        "freed",
-        "no_memory",
-    ];
-
-    /// The counter's name.
-    pub(crate) fn name(self) -> &'static str {
-        Self::NAMES[self as usize]
+    /// The reason's entry in [`Refusal::REASONS`].
+    fn reason(self) -> &'static Reason {
+        &Self::REASONS[self as usize]
     }
 
     /// The reason a failed pin stands for: only nvidia.ko's `ENOMEM` is BAR1
@@ -75,6 +111,16 @@ impl Refusal {
         match e {
             PinError::Driver(err) if err == ENOMEM => Refusal::Bar1Exhausted,
             PinError::Driver(_) | PinError::BadAnswer => Refusal::PinFailed,
+            PinError::Freed => Refusal::Freed,
+            PinError::NoMemory => Refusal::NoMemory,
+        }
+    }
+
+    /// The reason a failed DMA mapping stands for: every error of the driver's, even
+    /// its `ENOMEM` or `EFAULT`, is `DmaMapFailed`.
+    pub(crate) fn of_map_error(e: PinError) -> Refusal {
+        match e {
+            PinError::Driver(_) | PinError::BadAnswer => Refusal::DmaMapFailed,
             PinError::Freed => Refusal::Freed,
             PinError::NoMemory => Refusal::NoMemory,
         }
@@ -111,30 +157,29 @@ pub(crate) struct Stats {
     pub(crate) bytes_pinned_peak: Atomic<u64>,
     /// Pins alive now.
     pub(crate) pins_now: Atomic<u64>,
-    /// SG lists built by `dma_map` and not yet freed.
-    pub(crate) sg_lists_now: Atomic<u64>,
     /// Refusals, by [`Refusal`].
     pub(crate) refusals: [Atomic<u64>; REFUSALS],
 }
 
-/// A counter of the `stats` file: its name, and where it is in [`Stats`].
-pub(crate) type Counter = (&'static str, fn(&Stats) -> &Atomic<u64>);
+/// A counter of the `stats` file: its name, and how it is read.
+pub(crate) type Counter = (&'static str, fn(&Stats) -> u64);
 
 impl Stats {
     /// The counters the `stats` file shows, in its order, before the refusal counters
-    /// (`refused_` and each of [`Refusal::NAMES`]). The one list of their names:
+    /// (`refused_` and the name of each of [`Refusal::REASONS`]). The one list of their names:
     /// `peermem status` knows exactly these (tools/peermem/tests/known_stats.rs).
     pub(crate) const COUNTERS: [Counter; 10] = [
-        ("registrations", |s| &s.registrations),
-        ("releases", |s| &s.releases),
-        ("pins", |s| &s.pins),
-        ("pin_reuses", |s| &s.pin_reuses),
-        ("invalidations", |s| &s.invalidations),
-        ("free_callbacks", |s| &s.free_callbacks),
-        ("pins_now", |s| &s.pins_now),
-        ("sg_lists_now", |s| &s.sg_lists_now),
-        ("bytes_pinned_now", |s| &s.bytes_pinned_now),
-        ("bytes_pinned_peak", |s| &s.bytes_pinned_peak),
+        ("registrations", |s| s.registrations.load(Relaxed)),
+        ("releases", |s| s.releases.load(Relaxed)),
+        ("pins", |s| s.pins.load(Relaxed)),
+        ("pin_reuses", |s| s.pin_reuses.load(Relaxed)),
+        ("invalidations", |s| s.invalidations.load(Relaxed)),
+        ("free_callbacks", |s| s.free_callbacks.load(Relaxed)),
+        ("pins_now", |s| s.pins_now.load(Relaxed)),
+        // SG lists built by `dma_map` and not yet freed: counted by the type.
+        ("sg_lists_now", |_| SgList::live()),
+        ("bytes_pinned_now", |s| s.bytes_pinned_now.load(Relaxed)),
+        ("bytes_pinned_peak", |s| s.bytes_pinned_peak.load(Relaxed)),
     ];
 }
 
@@ -150,7 +195,6 @@ impl Default for Stats {
             bytes_pinned_now: Atomic::new(0),
             bytes_pinned_peak: Atomic::new(0),
             pins_now: Atomic::new(0),
-            sg_lists_now: Atomic::new(0),
             refusals: [const { Atomic::new(0) }; REFUSALS],
         }
     }
@@ -161,20 +205,11 @@ impl Stats {
     pub(crate) fn refuse(&self, why: Refusal, addr: u64, len: u64, err: Error) -> Error {
         self.refusals[why as usize].fetch_add(1, Relaxed);
         if crate::glue::ratelimit(why as u32) {
-            let what = match why {
-                Refusal::BadRange => "zero length or address + length overflows",
-                Refusal::Bar1Exhausted => "GPU BAR1 space exhausted (too much GPU memory pinned)",
-                Refusal::PinFailed => "nvidia.ko refused to pin the memory",
-                Refusal::NotPci => "the RDMA device is not a PCI function (software RDMA cannot DMA to GPU memory)",
-                Refusal::DmaMapFailed => "nvidia.ko could not map the GPU pages for the RDMA device (PCIe topology or DMA mask)",
-                Refusal::Freed => "the GPU memory was freed during registration",
-                Refusal::NoMemory => "out of memory",
-            };
             pr_warn!(
                 "refused registration of {:#x}+{:#x}: {} ({:?})\n",
                 addr,
                 len,
-                what,
+                why.reason().message,
                 err
             );
         }

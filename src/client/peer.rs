@@ -17,9 +17,11 @@ use kernel::{
 
 use crate::{
     compat,
+    nv_p2p::PinError,
     peer_mem::{
         DmaDevice,
         PeerClient,
+        SgError,
         SgHead,
         SgList, //
     },
@@ -60,10 +62,7 @@ impl PeerClient for Client {
     }
 
     fn get_pages(&self, user: ArcBorrow<'_, User>, _write: bool, core_context: u64) -> Result {
-        let Some(pin) = user.pin.as_ref() else {
-            return Err(user.error().unwrap_or(EFAULT));
-        };
-        match pin.users() {
+        match user.pin()?.users() {
             Some(u) => {
                 // Under the users lock, so a free callback either sees this context
                 // (and invalidates it) or has already marked the pin dead.
@@ -95,25 +94,27 @@ impl PeerClient for Client {
         let peer = dev
             .pci_function()
             .ok_or_else(|| refuse(Refusal::NotPci, compat::eopnotsupp()))?;
-        let pin = user.pin.as_ref().ok_or(EFAULT)?;
+        let pin = user.pin()?;
         let max_seg = u64::from(peer.max_segment_size());
         let (pin_range, range) = (pin.range(), user.range());
         // The SG list is built from the driver's addresses in place, sized once (one
         // allocation up to a page of entries; chained beyond).
-        let build = |addrs: &[u64]| SgList::new(sg_entries(addrs, pin_range, range, max_seg)?);
-        let (mapping, list) = pin.pin.dma_map(peer, build).map_err(|e| {
-            if e == EFAULT {
-                refuse(Refusal::Freed, e)
-            } else if e == ENOMEM {
-                refuse(Refusal::NoMemory, e)
-            } else {
-                refuse(Refusal::DmaMapFailed, e)
-            }
-        })?;
+        let build = |addrs: &[u64]| {
+            // The driver's addresses do not cover the range: an answer not to be used.
+            let entries =
+                sg_entries(addrs, pin_range, range, max_seg).map_err(|_| PinError::BadAnswer)?;
+            SgList::new(entries).map_err(|e| match e {
+                SgError::NoMemory => PinError::NoMemory,
+                SgError::Entries => PinError::BadAnswer,
+            })
+        };
+        let (mapping, list) = pin
+            .pin
+            .dma_map(peer, build)
+            .map_err(|e| refuse(Refusal::of_map_error(e), Error::from(e)))?;
         // Built apart and installed only on success: on failure the core's table is
         // left untouched, as it requires.
         sg.install(&list);
-        stats.sg_lists_now.fetch_add(1, Relaxed);
         let n = list.len();
         // The core maps a region once; whatever an earlier call left is dropped after
         // the lock (an unmap may sleep).
@@ -148,7 +149,7 @@ impl PeerClient for Client {
 
     fn release(&self, user: Arc<User>) {
         self.drop_mapped(user.release(&self.shared));
-        if let Some(pin) = &user.pin {
+        if let Ok(pin) = user.pin() {
             self.detach(pin, &user);
         }
         self.shared.stats.releases.fetch_add(1, Relaxed);

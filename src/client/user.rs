@@ -69,21 +69,18 @@ const _: () = assert!(
 pub(super) const NO_CONTEXT: u64 = u64::MAX;
 
 /// One registration (the core's client context).
-///
-/// # Invariants
-///
-/// `pin` is `None` exactly when `state.error` is set.
 #[pin_data]
 pub(crate) struct User {
-    /// The pin it uses, from acquire on (`None` for a registration claimed with an
-    /// error); never changed, so read without a lock. Declared first, so dropped
-    /// before the module reference: the last owner's put runs in this module.
-    pub(super) pin: Option<SharedPin>,
+    /// The pin it uses, from acquire on, or the error its pin failed with (a
+    /// registration claimed to report it from `get_pages`); never changed, so read
+    /// without a lock. Declared first, so dropped before the module reference: the
+    /// last owner's put runs in this module.
+    pin: Result<SharedPin, Error>,
     /// Every live registration holds the module: rmmod fails with "in use" instead
     /// of blocking in the core's unregistration (abi.md 3).
     _module: ModuleRef,
-    /// The registered bytes and the 64 KiB pages that cover them (margins of two bytes
-    /// each instead of an address and a length: the record fits a 128-byte allocation).
+    /// The registered bytes (the 64 KiB pages that cover them are computed from them:
+    /// the record fits a 128-byte allocation).
     span: Span,
     pub(super) core_context: Atomic<u64>,
     #[pin]
@@ -123,8 +120,6 @@ pub(super) struct UserState {
     /// The core's table and the SG list installed in it: freed from this record,
     /// since the core zeroes its table after an invalidation (abi.md 2.5).
     pub(super) sg: Option<(SgHead, SgList)>,
-    /// Why the pin failed in `acquire` (reported by `get_pages`); set at creation.
-    error: Option<Error>,
     /// The core released the registration: no invalidation starts after.
     released: bool,
     /// An invalidation started (there is one at most).
@@ -146,12 +141,7 @@ impl User {
     /// A registration of `span` using `pin`, or claimed with the error its pin failed
     /// with.
     pub(super) fn new(span: Span, pin: Result<SharedPin, Error>) -> Result<ListArc<User>> {
-        let (pin, error) = match pin {
-            Ok(pin) => (Some(pin), None),
-            Err(e) => (None, Some(e)),
-        };
         ListArc::pin_init(
-            // INVARIANT: `pin` is `None` exactly when `error` is set.
             try_pin_init!(User {
                 pin,
                 _module: ModuleRef::new(),
@@ -161,7 +151,6 @@ impl User {
                     UserState {
                         mapping: None,
                         sg: None,
-                        error,
                         released: false,
                         invalidated: false,
                         invalidating: false,
@@ -190,12 +179,9 @@ impl User {
         self.span.range()
     }
 
-    /// Why the registration was claimed without a pin, if it was.
-    pub(super) fn error(&self) -> Option<Error> {
-        if self.pin.is_some() {
-            return None;
-        }
-        self.state.lock().error
+    /// The pin the registration uses, or the error it was claimed with.
+    pub(super) fn pin(&self) -> Result<&SharedPin, Error> {
+        self.pin.as_ref().map_err(|e| *e)
     }
 
     /// Invalidates the registration through the core (from the free callback of the

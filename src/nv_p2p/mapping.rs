@@ -18,7 +18,8 @@ use super::{
     state::{
         Phase,
         Raw, //
-    }, //
+    },
+    PinError, //
 };
 use crate::{
     bindings,
@@ -29,8 +30,8 @@ use crate::{
 impl<T: FreeHandler> GpuPin<T> {
     /// Maps the pinned range for DMA by `peer`, and hands the DMA address of each
     /// 64 KiB page, in order and read in place, to `build`, whose result comes back
-    /// with the mapping. Fails with `EFAULT` once the memory was freed, and with
-    /// `build`'s error (the mapping undone).
+    /// with the mapping. Fails with [`PinError::Freed`] once the memory was freed, and
+    /// with `build`'s error (the mapping undone).
     ///
     /// `build` runs while the driver call is counted in flight: a free callback waits
     /// for it before the driver frees the addresses. It must not wait for anything a
@@ -38,8 +39,8 @@ impl<T: FreeHandler> GpuPin<T> {
     pub(crate) fn dma_map<R>(
         &self,
         peer: PciFunction,
-        build: impl FnOnce(&[u64]) -> Result<R>,
-    ) -> Result<(DmaMapping<T>, R)> {
+        build: impl FnOnce(&[u64]) -> Result<R, PinError>,
+    ) -> Result<(DmaMapping<T>, R), PinError> {
         let s = &self.shared;
         let map = s.nv.dma_map_pages;
         let call = DriverCall::map(s)?;
@@ -56,10 +57,10 @@ impl<T: FreeHandler> GpuPin<T> {
                 Ok(addrs) => build(addrs),
                 Err(bad) => {
                     pr_err!("nvidia.ko returned an unusable DMA mapping ({:?})\n", bad);
-                    Err(Error::from(bad))
+                    Err(PinError::BadAnswer)
                 }
             },
-            Err(e) => Err(e),
+            Err(e) => Err(PinError::Driver(e)),
         };
         let alive = call.end_with(|st| {
             if made {
@@ -82,7 +83,7 @@ impl<T: FreeHandler> GpuPin<T> {
             }
             Err(e) if alive => e,
             // Freed meanwhile: whatever was built is dropped with the mapping undone.
-            _ => EFAULT,
+            _ => PinError::Freed,
         };
         if made {
             unmap_raw(s, &peer, raw);

@@ -6,13 +6,7 @@
 
 use kernel::{
     prelude::*,
-    sync::{
-        atomic::{
-            Full,
-            Relaxed, //
-        },
-        Arc,
-    },
+    sync::Arc, //
 };
 
 use super::{
@@ -33,7 +27,6 @@ use super::{
 };
 use crate::{
     bindings,
-    compat,
     foreign::driver_result,
     glue::ModuleRef,
     range::GpuRange, //
@@ -103,7 +96,7 @@ impl NvP2p {
                 // SAFETY: `api.get` is nvidia_p2p_get_pages_persistent (type invariant);
                 // `table` is a valid out-pointer; flags 0 is the default.
                 let ret = unsafe { (api.get)(range.start(), range.len(), &mut table, 0) };
-                (PinKind::Persistent, ret, table)
+                (PinKind::Persistent(api.put), ret, table)
             } else {
                 let get = nv.get_pages;
                 // SAFETY: `get` is nvidia_p2p_get_pages (type invariant); without a
@@ -149,18 +142,13 @@ impl NvP2p {
         range: GpuRange,
         table: *mut bindings::nvidia_p2p_page_table,
     ) {
-        let ret = match (kind, self.persistent) {
-            (PinKind::Persistent, Some(api)) => {
+        let ret = match kind {
+            PinKind::Persistent(put) => {
                 // SAFETY: `table` is a live persistent pin of `range` (the caller's
-                // guarantee), made by the pair `api.put` belongs to; flags must be 0.
-                unsafe { (api.put)(range.start(), table, 0) }
+                // guarantee), made by the pair `put` belongs to; flags must be 0.
+                unsafe { put(range.start(), table, 0) }
             }
-            (PinKind::Persistent, None) => {
-                // Never made: persistent pins come from the pair (`pin_persistent`).
-                pr_err!("persistent pin without the persistent API: not put\n");
-                return;
-            }
-            (PinKind::Callback | PinKind::LegacyPersistent, _) => {
+            PinKind::Callback | PinKind::LegacyPersistent => {
                 // SAFETY: `table` is a live pin of `range` made by get_pages (the
                 // caller's guarantee); tokens are 0 as at get_pages.
                 unsafe { (self.put_pages)(0, 0, range.start(), table) }
@@ -190,8 +178,8 @@ pub(crate) struct GpuPin<T: FreeHandler> {
 
 impl<T: FreeHandler> Clone for GpuPin<T> {
     fn clone(&self) -> Self {
-        // Relaxed, as for an `Arc`: the caller's handle keeps the pin owned meanwhile.
-        self.shared.owners.fetch_add(1, Relaxed);
+        // The caller's handle keeps the pin owned meanwhile: never from zero.
+        self.shared.owners.inc();
         // INVARIANT: counted above.
         GpuPin {
             shared: self.shared.clone(),
@@ -231,7 +219,7 @@ impl<T: FreeHandler> GpuPin<T> {
 
     /// Whether the pin is persistent (it has no free callback).
     pub(crate) fn is_persistent(&self) -> bool {
-        self.shared.kind != PinKind::Callback
+        !matches!(self.shared.kind, PinKind::Callback)
     }
 
     /// Unpins, as the last owner: puts the pin, or leaves it to its callback.
@@ -288,9 +276,9 @@ impl<T: FreeHandler> GpuPin<T> {
 
 impl<T: FreeHandler> Drop for GpuPin<T> {
     fn drop(&mut self) {
-        // Fully ordered, as an `Arc`'s count (release, and acquire for the last), so
-        // that the last owner sees everything the others did with the pin.
-        if compat::fetch_sub(&self.shared.owners, 1, Full) != 1 {
+        // Release, and acquire for the last (`refcount_dec_and_test`), as an `Arc`'s
+        // count: the last owner sees everything the others did with the pin.
+        if !self.shared.owners.dec_and_test() {
             return;
         }
         self.put_last();

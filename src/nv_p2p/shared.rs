@@ -9,10 +9,10 @@ use kernel::{
     new_mutex,
     prelude::*,
     sync::{
-        atomic::Atomic,
         Arc,
         Mutex,
-        MutexGuard, //
+        MutexGuard,
+        Refcount, //
     }, //
 };
 
@@ -25,7 +25,8 @@ use super::{
     },
     NvP2p,
     Owner,
-    PinError, //
+    PinError,
+    PutPagesPersistentFn, //
 };
 use crate::{
     bindings,
@@ -56,14 +57,15 @@ pub(crate) trait FreeHandler: Send + Sync + 'static {
 }
 
 /// How a pin was made, and so how it is put.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub(super) enum PinKind {
-    /// `get_pages` with a free callback.
+    /// `get_pages` with a free callback; unpinned with `put_pages`.
     Callback,
-    /// The persistent pair; unpinned with its `put` (the driver table's own: a pin
-    /// keeps a reference to the table, not a copy of the function).
-    Persistent,
-    /// `get_pages` with a NULL callback (drivers before 535.14).
+    /// The persistent pair; unpinned with the pair's `put`, which it carries (there is
+    /// no persistent pin without it).
+    Persistent(PutPagesPersistentFn),
+    /// `get_pages` with a NULL callback (drivers before 535.14); unpinned with
+    /// `put_pages`.
     LegacyPersistent,
 }
 
@@ -78,7 +80,7 @@ pub(super) struct PinShared<T: FreeHandler> {
     pub(super) owner: Owner,
     /// How many [`GpuPin`] handles own the pin: the last one dropped unpins. The
     /// `Arc` count is more, with the driver's `data` reference and DMA mappings.
-    pub(super) owners: Atomic<u32>,
+    pub(super) owners: Refcount,
     #[pin]
     pub(super) state: Mutex<PinState>,
     #[pin]
@@ -97,7 +99,7 @@ impl<T: FreeHandler> PinShared<T> {
             range,
             kind,
             owner: Owner::current(),
-            owners: Atomic::new(1),
+            owners: Refcount::new(1),
             state <- new_mutex!(PinState::new(Phase::Live), "peermem_pin_state"),
             handler <- handler,
         })
@@ -192,8 +194,8 @@ pub(super) struct DriverCall<'a, T: FreeHandler> {
 
 impl<'a, T: FreeHandler> DriverCall<'a, T> {
     /// A map call on `pin`'s live table, with room reserved to record its mapping
-    /// (`PinState::begin_call`); `EFAULT` once the pin is freed or put.
-    pub(super) fn map(pin: &'a PinShared<T>) -> Result<Self> {
+    /// (`PinState::begin_call`); [`PinError::Freed`] once the pin is freed or put.
+    pub(super) fn map(pin: &'a PinShared<T>) -> Result<Self, PinError> {
         let table = pin.state.lock().begin_call()?;
         // INVARIANT: counted in flight by `begin_call`, on the pin's table.
         Ok(DriverCall { pin, table })

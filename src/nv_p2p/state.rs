@@ -7,12 +7,14 @@
 use core::ptr::NonNull;
 
 use kernel::{
+    alloc::AllocError,
     ffi::c_void,
     prelude::*,
     sync::Arc,
     types::ForeignOwnable, //
 };
 
+use super::PinError;
 use crate::{
     bindings,
     glue::ModuleRef, //
@@ -88,12 +90,14 @@ impl PinState {
 
     /// Counts a mapping call in flight on the live table, with room reserved to
     /// record its mapping beside those of the calls already in flight (each records
-    /// one when it returns); `EFAULT` once the pin is freed or put.
-    pub(super) fn begin_call(&mut self) -> Result<*mut bindings::nvidia_p2p_page_table> {
+    /// one when it returns); [`PinError::Freed`] once the pin is freed or put.
+    pub(super) fn begin_call(&mut self) -> Result<*mut bindings::nvidia_p2p_page_table, PinError> {
         if self.phase != Phase::Live || self.table.0.is_null() {
-            return Err(EFAULT);
+            return Err(PinError::Freed);
         }
-        self.mappings.reserve(self.in_flight as usize + 1)?;
+        self.mappings
+            .reserve(self.in_flight as usize + 1)
+            .map_err(|_| PinError::NoMemory)?;
         self.in_flight += 1;
         Ok(self.table.0)
     }
@@ -163,7 +167,7 @@ impl Mappings {
     }
 
     /// Makes room for `extra` more, so that that many [`Mappings::push`] succeed.
-    pub(super) fn reserve(&mut self, extra: usize) -> Result {
+    pub(super) fn reserve(&mut self, extra: usize) -> Result<(), AllocError> {
         // The first lives in place: the vector holds the others.
         let others = (self.len() + extra).saturating_sub(1);
         if others == 0 {

@@ -324,7 +324,7 @@ mod suite {
         assert_eq!(st.mappings.len(), 3);
         // Not once the pin is put or freed.
         for phase in [Phase::Putting, Phase::Put, Phase::Freed] {
-            assert_eq!(PinState::new(phase).begin_call(), Err(EFAULT));
+            assert_eq!(PinState::new(phase).begin_call(), Err(PinError::Freed));
         }
         // An unmap counts in flight only for a recorded mapping, which it forgets.
         assert_eq!(st.begin_unmap(m(2).0), Some(st.table.0));

@@ -4,10 +4,17 @@
 
 use core::ptr::NonNull;
 
-use kernel::prelude::*;
+use kernel::{
+    prelude::*,
+    sync::atomic::{
+        Atomic,
+        Relaxed, //
+    }, //
+};
 
 use crate::{
     bindings,
+    compat,
     foreign::driver_result, //
 };
 
@@ -51,6 +58,18 @@ impl SgHead {
     }
 }
 
+/// Why an SG list could not be built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SgError {
+    /// No entries, more than a table holds, or fewer than counted.
+    Entries,
+    /// No memory for the table.
+    NoMemory,
+}
+
+/// How many [`SgList`]s are live: the `sg_lists_now` counter.
+static LIVE: Atomic<u64> = Atomic::new(0);
+
 /// An SG list this module built for the core: its own record of what it allocated.
 ///
 /// The core is handed a copy of the table header ([`SgHead::install`]) and may zero
@@ -58,7 +77,8 @@ impl SgHead {
 ///
 /// # Invariants
 ///
-/// `table` was allocated by `peermem_sg_alloc` and is freed only by `Drop`.
+/// `table` was allocated by `peermem_sg_alloc` and is freed only by `Drop`. `LIVE`
+/// counts every `SgList`.
 pub(crate) struct SgList {
     table: bindings::sg_table,
 }
@@ -72,30 +92,36 @@ impl SgList {
     /// Builds DMA-mapped entries `(address, length)` in a table sized once (one
     /// allocation up to a page of entries, `sg_alloc_table` chains more): `entries` is
     /// walked twice, to count and to fill, and must yield the same both times.
-    pub(crate) fn new(entries: impl Iterator<Item = (u64, u32)> + Clone) -> Result<Self> {
-        let n = u32::try_from(entries.clone().count()).map_err(|_| EINVAL)?;
+    pub(crate) fn new(entries: impl Iterator<Item = (u64, u32)> + Clone) -> Result<Self, SgError> {
+        let n = u32::try_from(entries.clone().count()).map_err(|_| SgError::Entries)?;
         if n == 0 {
-            return Err(EINVAL);
+            return Err(SgError::Entries);
         }
         // SAFETY: an all-zero `sg_table` is the empty table.
         let mut table: bindings::sg_table = unsafe { core::mem::zeroed() };
-        // SAFETY: `table` is a valid, empty table. On failure the glue leaves nothing
-        // allocated.
+        // SAFETY: `table` is a valid, empty table. On failure (`sg_alloc_table`'s
+        // ENOMEM) the glue leaves nothing allocated.
         let ret = unsafe { bindings::peermem_sg_alloc(&mut table, n) };
-        driver_result(ret)?;
-        // INVARIANT: allocated by `peermem_sg_alloc` just above.
+        driver_result(ret).map_err(|_| SgError::NoMemory)?;
+        LIVE.fetch_add(1, Relaxed);
+        // INVARIANT: allocated by `peermem_sg_alloc` just above, and counted.
         let list = SgList { table };
         let mut sg = list.table.sgl;
         for (addr, len) in entries.take(n as usize) {
             if sg.is_null() {
                 // Fewer entries than counted: `list` frees what was allocated.
-                return Err(EINVAL);
+                return Err(SgError::Entries);
             }
             // SAFETY: `sg` is an entry of the `n` entries of `list` (the first one, then
             // each `peermem_sg_set` returned the next), not yet handed to anyone.
             sg = unsafe { bindings::peermem_sg_set(sg, addr, len) };
         }
         Ok(list)
+    }
+
+    /// How many SG lists are live (built and not yet dropped).
+    pub(crate) fn live() -> u64 {
+        LIVE.load(Relaxed)
     }
 
     /// Number of entries.
@@ -109,6 +135,8 @@ impl Drop for SgList {
         // SAFETY: `table` was allocated by `peermem_sg_alloc` and is freed only here
         // (type invariant).
         unsafe { bindings::peermem_sg_free(&mut self.table) };
+        // INVARIANT: the list is gone.
+        compat::fetch_sub(&LIVE, 1, Relaxed);
     }
 }
 

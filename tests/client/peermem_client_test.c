@@ -471,6 +471,39 @@ static void software_rdma_device_is_refused(struct kunit *test)
 }
 
 /*
+ * Every error of nvidia_p2p_dma_map_pages is the driver's: counted as dma_map_failed
+ * and handed on as it is, even the errnos of peermem's own refusals (ENOMEM: no memory
+ * for peermem's bookkeeping; EFAULT: memory freed during the registration).
+ */
+static void dma_map_errors_are_the_drivers(struct kunit *test)
+{
+	static const int errs[] = { ENOMEM, EFAULT, EIO };
+	u64 failed = peermem_stat("refused_dma_map_failed");
+	u64 no_memory = peermem_stat("refused_no_memory");
+	u64 freed = peermem_stat("refused_freed");
+	struct fake_mr *mr;
+	unsigned int i;
+	struct env e;
+	u64 va;
+
+	KUNIT_ASSERT_NE_MSG(test, failed, U64_MAX, "peermem's debugfs stats unreadable");
+	env_begin(test, &e);
+	va = env_buffer(&e, SZ_1M);
+	for (i = 0; i < ARRAY_SIZE(errs); i++) {
+		fake_nv_inject_map_errors(1, errs[i]);
+		mr = reg(va, SZ_64K);
+		fake_nv_inject_map_errors(0, 0);
+		KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(mr), -errs[i]);
+		if (!IS_ERR(mr))
+			fake_core_dereg_mr(mr);
+	}
+	KUNIT_EXPECT_EQ(test, peermem_stat("refused_dma_map_failed"), failed + ARRAY_SIZE(errs));
+	KUNIT_EXPECT_EQ(test, peermem_stat("refused_no_memory"), no_memory);
+	KUNIT_EXPECT_EQ(test, peermem_stat("refused_freed"), freed);
+	env_end(&e);
+}
+
+/*
  * A peer with a 32-bit DMA mask and GPU memory above 4 GiB: without an IOMMU the peer
  * cannot reach it (EIO from dma_map_pages, passed on); behind an IOMMU it registers,
  * with IOVAs below 4 GiB. Either way it reaches the BAR below 4 GiB, and the 64-bit
@@ -1385,6 +1418,7 @@ static struct kunit_case peermem_client_cases[] = {
 	KUNIT_CASE(bar1_exhaustion_is_enomem),
 	KUNIT_CASE_SLOW(registrations_as_large_as_bar1),
 	KUNIT_CASE(software_rdma_device_is_refused),
+	KUNIT_CASE(dma_map_errors_are_the_drivers),
 	KUNIT_CASE(dma32_peer_and_a_high_bar),
 	KUNIT_CASE(page_table_major_1_driver),
 	KUNIT_CASE(process_exits_before_deregistration),

@@ -34,7 +34,9 @@ check $S refusal_not_pci_counted equals 1 pm_counter refused_not_pci
 # software device as a pci_dev unchecked: the fake counts that as NOT_PCI_PEER).
 not_pci_lines() { dmesg | grep -c 'refused registration of .*: the RDMA device is not a PCI function'; }
 check $S refusal_not_pci_logged equals 1 not_pci_lines
-check $S refusal_dma_map_counted equals 1 pm_counter refused_dma_map_failed
+# Four dma_map failures: the peer that cannot reach the BAR, and three injected
+# errors (ENOMEM, EFAULT, EIO: each the driver's, none counted as peermem's own).
+check $S refusal_dma_map_counted equals 4 pm_counter refused_dma_map_failed
 check $S refusal_bad_range_counted equals 1 pm_counter refused_bad_range
 # A pin failure other than BAR1 exhaustion is counted under its own reason (the
 # suite injected one EIO, the model its own).

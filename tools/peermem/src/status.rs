@@ -22,7 +22,7 @@ pub const DEBUGFS_DIR: &str = "/sys/kernel/debug/peermem";
 
 /// The counters the module is known to write, in its order; the rest are kept as-is.
 /// The module declares them in src/stats.rs (`Stats::COUNTERS`, then `refused_` and
-/// each of `Refusal::NAMES`); tests/known_stats.rs keeps this list equal to that one.
+/// the name of each of `Refusal::REASONS`); tests/known_stats.rs keeps this list equal to that one.
 pub const KNOWN_STATS: [&str; 17] = [
     "registrations",
     "releases",
