@@ -4,16 +4,24 @@
 //!
 //! One registration = at most one GPU pin: `acquire` (in the registering process)
 //! decides "GPU memory of this process" by pinning the 64 KiB-rounded range, and keeps
-//! that pin for the registration; `get_pages` only checks it. In callback mode a
-//! registration covered by a live pin of the same address space reuses it. See
-//! docs/pin-state-machine.md for the states and the lock order.
+//! that pin for the registration; `get_pages` only checks it. A client's mode is its
+//! type (`Client<Callback>`, `Client<Persistent>`): in callback mode a registration
+//! covered by a live pin of the same address space reuses it; a persistent pin has one
+//! registration and no users list. See docs/pin-state-machine.md for the states and
+//! the lock order.
 //!
 //! Files: `peer` (the core's callbacks, `PeerClient`), `user` (one registration and its
-//! invalidation), `shared_pin` (a pin and the registrations it serves), `sg` (the SG
-//! list of a registration). Tests: the KUnit
-//! suite `peermem_sg` (`client/sg.rs`); the client's behaviour against the fakes is
-//! tested by the suites in `tests/client` (peermem_client_<mode>, peermem_model_<mode>,
-//! peermem_faults) and the plan's scenarios (docs/testing.md).
+//! invalidation), `shared_pin` (a callback pin's record: the registrations it serves
+//! and its free handler), `callback` and `persistent` (the two modes), `sg` (the SG
+//! list of a registration). Tests: the KUnit suite `peermem_sg` (`client/sg.rs`); the
+//! client's behaviour against the fakes is tested by the suites in `tests/client`
+//! (peermem_client_<mode>, peermem_model_<mode>, peermem_faults) and the plan's
+//! scenarios (docs/testing.md).
+
+use core::{
+    fmt,
+    marker::PhantomData, //
+};
 
 use kernel::{
     list::{
@@ -35,8 +43,11 @@ use kernel::{
 use crate::{
     compat,
     nv_p2p::{
+        GpuPin,
         NvP2p,
-        PinError, //
+        PinError,
+        PinIdentity,
+        PinRecord, //
     },
     peer_mem::{
         ClientKind,
@@ -59,18 +70,66 @@ use crate::{
     }, //
 };
 
+mod callback;
 mod peer;
+mod persistent;
 mod sg;
 mod shared_pin;
 mod user;
 
+pub(crate) use callback::Callback;
+pub(crate) use persistent::Persistent;
 use sg::sg_entries;
-pub(crate) use user::SharedPin;
 use user::{
     Mapping,
-    PinUsers,
     User, //
 };
+
+/// A pin of a client of mode `M`: one owner handle of the driver pin, whose record is
+/// the mode's.
+pub(crate) type Pin<M> = GpuPin<<M as Mode>::Record>;
+
+/// How a client pins, fixed in its type: what its pins' records hold, how a pin is made
+/// and found, and where its registrations are listed.
+pub(crate) trait Mode: Sized + Send + Sync + 'static {
+    /// What the client keeps in each of its pins' records.
+    type Record: PinRecord;
+
+    /// The mode's name in the `pins` file.
+    const NAME: &'static str;
+
+    /// A live pin of this client's for `space` that covers `range`, to share.
+    fn find(c: &ClientShared, space: SpaceId, range: GpuRange) -> Option<Pin<Self>>;
+
+    /// Pins `range` anew, in the calling process (the pin's owner).
+    fn make(c: &Arc<ClientShared>, range: GpuRange) -> Result<Pin<Self>, PinError>;
+
+    /// Makes a new pin findable by the registrations it covers (once, after `make`).
+    fn link(c: &ClientShared, pin: &Pin<Self>) -> Result<(), PinError>;
+
+    /// Lists `user` as a registration of `pin`; [`PinError::Freed`] if the pin's memory
+    /// is being freed.
+    fn attach(c: &ClientShared, pin: &Pin<Self>, user: ListArc<User<Self>>)
+        -> Result<(), PinError>;
+
+    /// Takes `user` out of the list `attach` put it in, if it is there; unlinks the pin
+    /// when it was its last registration.
+    fn detach(c: &ClientShared, pin: &Pin<Self>, user: &User<Self>);
+
+    /// Unlinks `pin` unless a registration uses it (a registration could not be made for
+    /// it).
+    fn forget_unused(c: &ClientShared, pin: &Pin<Self>);
+
+    /// Records the core's context of `user` (in `get_pages`); `false` if the pin's
+    /// memory is being freed.
+    fn record_context(pin: &Pin<Self>, user: &User<Self>, core_context: u64) -> bool;
+
+    /// How many registrations use `pin` (the `pins` file).
+    fn users(pin: &Pin<Self>) -> usize;
+}
+
+/// A callback pin, as the registry holds it.
+type CallbackPin = Pin<Callback>;
 
 /// This module's live pins: callback pins in the registry, where registrations they
 /// cover find them; persistent pins, which are never shared, only listed, through the
@@ -78,11 +137,11 @@ use user::{
 #[pin_data]
 pub(crate) struct Pins {
     #[pin]
-    registry: Registry<SharedPin>,
+    registry: Registry<CallbackPin>,
     /// The registrations of persistent pins: one each. A mutex, as the registry's: the
     /// `pins` file is written under it, however long the list.
     #[pin]
-    persistent: Mutex<List<User>>,
+    persistent: Mutex<List<User<Persistent>>>,
 }
 
 impl Pins {
@@ -95,7 +154,7 @@ impl Pins {
     }
 
     /// Unlinks the callback pin with `key`, if still linked.
-    fn unlink(&self, key: &PinKey) -> Option<SharedPin> {
+    fn unlink(&self, key: &PinKey) -> Option<CallbackPin> {
         self.registry.remove(key)
     }
 
@@ -104,34 +163,58 @@ impl Pins {
         self.registry.len() + self.persistent.lock().iter().count()
     }
 
-    /// Calls `f` with the id of every live pin and the pin: the registry's in key
-    /// order, then the persistent ones in the order they were made.
-    pub(crate) fn for_each(&self, mut f: impl FnMut(u64, &SharedPin)) {
-        self.registry.for_each(|key, pin| f(key.id(), pin));
+    /// Writes a line for every live pin (the `pins` file): the registry's in key order,
+    /// then the persistent ones in the order they were made. `salt` hides the address
+    /// spaces' addresses.
+    pub(crate) fn write(&self, f: &mut fmt::Formatter<'_>, salt: u64) -> fmt::Result {
+        let mut res = Ok(());
+        self.registry.for_each(|key, pin| {
+            if res.is_ok() {
+                res = describe::<Callback>(key.id(), pin, salt, f);
+            }
+        });
+        res?;
         for user in self.persistent.lock().iter() {
             if let Ok(pin) = user.pin() {
-                f(pin.id(), pin);
+                describe::<Persistent>(pin.handler().id, pin, salt, f)?;
             }
         }
+        Ok(())
     }
 }
 
-/// How a client pins.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum PinMode {
-    /// Pins with a free callback, linked in the registry and shared by the
-    /// registrations they cover.
-    Callback,
-    /// Persistent pins, never shared (a pin outlives a free, while the address may be
-    /// reused for new memory): listed through their registration only.
-    Persistent,
+/// Writes the line of `pin`, of a client of mode `M`, numbered `id`, in the debugfs
+/// `pins` file.
+fn describe<M: Mode>(id: u64, pin: &Pin<M>, salt: u64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let r = pin.range();
+    let space = space_of(&pin.identity());
+    writeln!(
+        f,
+        "{} {} {} {:#x} {:#x} {} {} {} {:016x}",
+        id,
+        space.tgid,
+        M::NAME,
+        r.start(),
+        r.end(),
+        r.len(),
+        M::users(pin),
+        if pin.is_freed() { "freed" } else { "live" },
+        space.display_id(salt)
+    )
 }
 
-/// What every part of a client shares.
+/// The address space a pin belongs to.
+fn space_of(pin: &PinIdentity) -> SpaceId {
+    SpaceId {
+        mm: pin.mm,
+        tgid: pin.tgid,
+    }
+}
+
+/// What every part of a client shares, of either mode.
 #[pin_data]
-struct ClientShared {
+pub(crate) struct ClientShared {
     nv: Arc<NvP2p>,
-    mode: PinMode,
     kind: ClientKind,
     pins: Arc<Pins>,
     stats: Arc<Stats>,
@@ -142,24 +225,23 @@ struct ClientShared {
     released: CondVar,
 }
 
-/// A peer-memory client of one mode.
-pub(crate) struct Client {
+/// A peer-memory client of mode `M`.
+pub(crate) struct Client<M: Mode> {
     shared: Arc<ClientShared>,
+    _mode: PhantomData<M>,
 }
 
-impl Client {
-    /// A client pinning in `mode`, registered as `kind`.
+impl<M: Mode> Client<M> {
+    /// A client pinning in mode `M`, registered as `kind`.
     pub(crate) fn new(
         nv: Arc<NvP2p>,
-        mode: PinMode,
         kind: ClientKind,
         pins: Arc<Pins>,
         stats: Arc<Stats>,
-    ) -> Result<Arc<Client>> {
+    ) -> Result<Arc<Self>> {
         let shared = Arc::pin_init(
             pin_init!(ClientShared {
                 nv,
-                mode,
                 kind,
                 pins,
                 stats,
@@ -168,7 +250,13 @@ impl Client {
             }),
             GFP_KERNEL,
         )?;
-        Ok(Arc::new(Client { shared }, GFP_KERNEL)?)
+        Ok(Arc::new(
+            Client {
+                shared,
+                _mode: PhantomData,
+            },
+            GFP_KERNEL,
+        )?)
     }
 
     /// Installs the core's invalidation entry (before the registration is enabled).
@@ -176,77 +264,21 @@ impl Client {
         self.shared.invalidator.populate(inv);
     }
 
-    /// Pins `range` anew in the client's mode and links the pin (under its owner: the
-    /// calling process).
-    fn pin(&self, range: GpuRange) -> Result<SharedPin, PinError> {
+    /// Pins `range` anew in the client's mode and makes it findable (under its owner:
+    /// the calling process).
+    fn pin(&self, range: GpuRange) -> Result<Pin<M>, PinError> {
         let c = &self.shared;
-        let users = PinUsers::new(c.clone());
-        let pin = SharedPin {
-            pin: match c.mode {
-                PinMode::Callback => NvP2p::pin(&c.nv, range, users)?,
-                PinMode::Persistent => NvP2p::pin_persistent(&c.nv, range, users)?,
-            },
-        };
-        // Accounted as unpinned when its last owner lets go (`PinUsers::released`).
+        let pin = M::make(c, range)?;
+        // Accounted as unpinned when its last owner lets go (`PinRecord::released`).
         c.stats.pinned(range.len());
-        if c.mode == PinMode::Persistent {
-            // Never shared: listed through its registration (`attach`), not linked.
-            pin.numbered(c.pins.registry.next_id());
-            return Ok(pin);
-        }
-        let key = c
-            .pins
-            .registry
-            .insert(pin.space(), pin.clone())
-            .map_err(|_| PinError::NoMemory)?;
-        // The window between taking the table and recording the link: a free callback
-        // running here finds no id and leaves the unlink to `linked` below. Test builds
-        // park here on demand (`race_free_before_the_pin_is_linked`).
-        #[cfg(peermem_kunit)]
-        crate::glue::test_pause_before_link();
-        if !pin.linked(&key) {
-            // Freed before its key was known to the callback: unlink here.
-            drop(c.pins.unlink(&key));
-        }
+        M::link(c, &pin)?;
         Ok(pin)
-    }
-
-    /// Adds `user` to the users of `pin`, or, for a persistent pin (whose one user
-    /// holds it), to the list of persistent registrations; `EFAULT` if the pin's memory
-    /// is being freed.
-    fn attach(&self, pin: &SharedPin, user: ListArc<User>) -> Result<(), PinError> {
-        match pin.users() {
-            Some(u) => u.users.lock().attach(user),
-            None => {
-                self.shared.pins.persistent.lock().push_back(user);
-                Ok(())
-            }
-        }
-    }
-
-    /// Removes `user` from the users of `pin` (or the persistent registrations); unlinks
-    /// a callback pin when it was the last.
-    fn detach(&self, pin: &SharedPin, user: &User) {
-        let Some(u) = pin.users() else {
-            // SAFETY: the user of a persistent pin is in the persistent list or in
-            // none: its one `ListArc` went to `attach`, which put it there, and only
-            // this removes it.
-            let listed = unsafe { self.shared.pins.persistent.lock().remove(user) };
-            // After the lock (the caller holds the user too: never the last reference).
-            drop(listed);
-            return;
-        };
-        if u.users.lock().detach(user) {
-            if let Some(k) = pin.key() {
-                drop(self.shared.pins.unlink(&k));
-            }
-        }
     }
 
     /// What a failed pin means for a registration in acquire (the refusal rules,
     /// docs/refusals.md): `None` passes the range to the next client, `Some` claims it
     /// with a user whose `get_pages` reports the error to the application.
-    fn pin_failed(&self, span: Span, e: PinError) -> Result<Option<Arc<User>>> {
+    fn pin_failed(&self, span: Span, e: PinError) -> Result<Option<Arc<User<M>>>> {
         let c = &self.shared;
         if e == PinError::Driver(EINVAL) {
             // The driver's "not a pinnable range of this process": not ours, and not
@@ -262,32 +294,23 @@ impl Client {
         Ok(Some(User::new(span, Err(err))?.into_arc()))
     }
 
-    /// Unlinks `pin` unless a registration uses it (a user could not be made for it).
-    fn unlink_unless_used(&self, pin: &SharedPin) {
-        let used = pin.users().is_some_and(|u| !u.users.lock().list.is_empty());
-        if !used {
-            if let Some(k) = pin.key() {
-                drop(self.shared.pins.unlink(&k));
-            }
-        }
-    }
-
     /// A user of `pin` for the registration, attached to it: `Ok(Err(_))` if the pin's
     /// memory is being freed (the user is dropped, and the pin unlinked when nobody else
     /// uses it).
-    fn attach_user(&self, span: Span, pin: SharedPin) -> Result<Result<Arc<User>, PinError>> {
+    fn attach_user(&self, span: Span, pin: Pin<M>) -> Result<Result<Arc<User<M>>, PinError>> {
+        let c = &self.shared;
         let user = match User::new(span, Ok(pin.clone())) {
             Ok(user) => user,
             Err(e) => {
-                self.unlink_unless_used(&pin);
+                M::forget_unused(c, &pin);
                 return Err(e);
             }
         };
         let arc = user.clone_arc();
-        Ok(match self.attach(&pin, user) {
+        Ok(match M::attach(c, &pin, user) {
             Ok(()) => Ok(arc),
             Err(e) => {
-                self.detach(&pin, &arc);
+                M::detach(c, &pin, &arc);
                 Err(e)
             }
         })
@@ -295,7 +318,7 @@ impl Client {
 
     /// Drops a registration's DMA mapping (which unmaps) and frees its SG list, taken
     /// out of its state.
-    fn drop_mapped(&self, (mapping, sg): (Option<Mapping>, Option<(SgHead, SgList)>)) {
+    fn drop_mapped(&self, (mapping, sg): (Option<Mapping<M>>, Option<(SgHead, SgList)>)) {
         drop(mapping);
         if let Some((mut head, list)) = sg {
             head.uninstall(&list);
@@ -303,21 +326,19 @@ impl Client {
         }
     }
 
-    fn claim(&self, span: Span) -> Result<Option<Arc<User>>> {
+    fn claim(&self, span: Span) -> Result<Option<Arc<User<M>>>> {
         let c = &self.shared;
         let range = span.range();
         let Some(space) = current_space() else {
             // A kernel thread: not a process's GPU memory.
             return Ok(None);
         };
-        if c.mode == PinMode::Callback {
-            if let Some(pin) = c.pins.registry.find_covering(space, range) {
-                if let Ok(user) = self.attach_user(span, pin)? {
-                    c.stats.pin_reuses.fetch_add(1, Relaxed);
-                    return Ok(Some(user));
-                }
-                // Freed meanwhile: pin anew below.
+        if let Some(pin) = M::find(c, space, range) {
+            if let Ok(user) = self.attach_user(span, pin)? {
+                c.stats.pin_reuses.fetch_add(1, Relaxed);
+                return Ok(Some(user));
             }
+            // Freed meanwhile: pin anew below.
         }
         let attached = match self.pin(range) {
             Ok(pin) => self.attach_user(span, pin)?,

@@ -53,14 +53,7 @@ struct PinsView(Arc<Pins>);
 impl fmt::Debug for PinsView {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "# id tgid mode start end bytes users state space")?;
-        let salt = Arc::as_ptr(&self.0) as u64;
-        let mut res = Ok(());
-        self.0.for_each(|id, pin| {
-            if res.is_ok() {
-                res = pin.describe(id, salt, f);
-            }
-        });
-        res
+        self.0.write(f, Arc::as_ptr(&self.0) as u64)
     }
 }
 

@@ -7,8 +7,10 @@ use kernel::sync::Arc;
 
 use crate::{
     client::{
+        Callback,
         Client,
-        PinMode,
+        Mode,
+        Persistent,
         Pins, //
     },
     debugfs::{
@@ -31,9 +33,14 @@ use crate::{
 /// - `persistent_api_support=0`: "nv_mem" with callback pins (INVALIDATE_UNMAPS, or a
 ///   plain invalidating client with `peerdirect_support=1`), and "nv_mem_nc" with
 ///   persistent pins for buffers that cannot be invalidated.
-struct Clients {
-    _nv_mem: Registration<Client, 0>,
-    _nv_mem_nc: Option<Registration<Client, 1>>,
+enum Clients {
+    Persistent {
+        _nv_mem: Registration<Client<Persistent>, 0>,
+    },
+    Callback {
+        _nv_mem: Registration<Client<Callback>, 0>,
+        _nv_mem_nc: Registration<Client<Persistent>, 1>,
+    },
 }
 
 /// The loaded module.
@@ -56,13 +63,19 @@ fn flag(name: &str, value: i32) -> Result<bool> {
     }
 }
 
-fn register<const S: usize>(
+fn register<M: Mode, const S: usize>(
     core: PeerCore,
     name: &CStr,
     kind: ClientKind,
-    client: &Arc<Client>,
-) -> Result<Registration<Client, S>> {
-    let reg = Registration::<Client, S>::register(core, name, glue::version(), kind, client.clone())
+    client: &Arc<Client<M>>,
+) -> Result<Registration<Client<M>, S>> {
+    let reg = Registration::<Client<M>, S>::register(
+        core,
+        name,
+        glue::version(),
+        kind,
+        client.clone(),
+    )
         .inspect_err(|e| {
             pr_err!(
                 "the peer-memory core refused client {} ({:?}); is another peer-memory client (nvidia-peermem) loaded?\n",
@@ -114,44 +127,34 @@ impl kernel::Module for PeerMem {
 
         let pins = Arc::pin_init(Pins::new(), GFP_KERNEL)?;
         let stats = Arc::new(Stats::default(), GFP_KERNEL)?;
-        let persistent_client = |kind| {
-            Client::new(
+        let persistent_client = || {
+            Client::<Persistent>::new(
                 nv.clone(),
-                PinMode::Persistent,
-                kind,
+                ClientKind::NoInvalidation,
                 pins.clone(),
                 stats.clone(),
             )
         };
         let clients = if persistent {
-            let c = persistent_client(ClientKind::NoInvalidation)?;
-            let r = register::<0>(core, c"nv_mem", ClientKind::NoInvalidation, &c)?;
+            let c = persistent_client()?;
+            let r = register::<_, 0>(core, c"nv_mem", ClientKind::NoInvalidation, &c)?;
             r.enable();
-            Clients {
-                _nv_mem: r,
-                _nv_mem_nc: None,
-            }
+            Clients::Persistent { _nv_mem: r }
         } else {
             let kind = if peerdirect {
                 ClientKind::Invalidate
             } else {
                 ClientKind::InvalidateUnmaps
             };
-            let c = Client::new(
-                nv.clone(),
-                PinMode::Callback,
-                kind,
-                pins.clone(),
-                stats.clone(),
-            )?;
-            let nc = persistent_client(ClientKind::NoInvalidation)?;
-            let r = register::<0>(core, c"nv_mem", kind, &c)?;
-            let r_nc = register::<1>(core, c"nv_mem_nc", ClientKind::NoInvalidation, &nc)?;
+            let c = Client::<Callback>::new(nv.clone(), kind, pins.clone(), stats.clone())?;
+            let nc = persistent_client()?;
+            let r = register::<_, 0>(core, c"nv_mem", kind, &c)?;
+            let r_nc = register::<_, 1>(core, c"nv_mem_nc", ClientKind::NoInvalidation, &nc)?;
             r.enable();
             r_nc.enable();
-            Clients {
+            Clients::Callback {
                 _nv_mem: r,
-                _nv_mem_nc: Some(r_nc),
+                _nv_mem_nc: r_nc,
             }
         };
         pr_info!(

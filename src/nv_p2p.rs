@@ -6,7 +6,8 @@
 //!
 //! - [`GpuPin`]: a pinned 64 KiB-aligned range, owned by every clone of the handle. A
 //!   callback pin runs a [`FreeHandler`] when the owning process frees the memory; a
-//!   persistent pin keeps the memory alive. Dropping the last clone unpins (unless a
+//!   persistent pin keeps the memory alive. Either kind's record ([`PinRecord`]) is
+//!   told when its last owner lets go. Dropping the last clone unpins (unless a
 //!   free callback already tore it down).
 //! - [`DmaMapping`]: a live DMA mapping of the range for one PCI peer; its addresses
 //!   are read in place, while the map call is counted in flight, by the builder
@@ -70,7 +71,8 @@ pub(crate) use mapping::DmaMapping;
 pub(crate) use pin::GpuPin;
 pub(crate) use shared::{
     FreeHandler,
-    PinIdentity, //
+    PinIdentity,
+    PinRecord, //
 };
 
 /// The rate-limit kind of the "pin released outside its process" message (after the

@@ -6,10 +6,7 @@
 use kernel::{
     prelude::*,
     sync::{
-        atomic::{
-            Relaxed,
-            Release, //
-        },
+        atomic::Relaxed,
         Arc,
         ArcBorrow, //
     }, //
@@ -35,13 +32,14 @@ use crate::{
 use super::{
     sg_entries,
     Client,
+    Mode,
     User, //
 };
 
-impl PeerClient for Client {
-    type Context = Arc<User>;
+impl<M: Mode> PeerClient for Client<M> {
+    type Context = Arc<User<M>>;
 
-    fn acquire(&self, addr: u64, size: u64) -> Result<Option<Arc<User>>> {
+    fn acquire(&self, addr: u64, size: u64) -> Result<Option<Arc<User<M>>>> {
         let span = match Span::covering(addr, size) {
             Ok(s) => s,
             Err(_) => {
@@ -61,31 +59,19 @@ impl PeerClient for Client {
         Ok(user)
     }
 
-    fn get_pages(&self, user: ArcBorrow<'_, User>, _write: bool, core_context: u64) -> Result {
-        match user.pin()?.users() {
-            Some(u) => {
-                // Under the users lock, so a free callback either sees this context
-                // (and invalidates it) or has already marked the pin dead.
-                let u = u.users.lock();
-                if u.dead {
-                    drop(u);
-                    return Err(self.shared.stats.refuse(
-                        Refusal::Freed,
-                        user.addr(),
-                        user.len(),
-                        EFAULT,
-                    ));
-                }
-                user.core_context.store(core_context, Release);
-            }
-            None => user.core_context.store(core_context, Release),
+    fn get_pages(&self, user: ArcBorrow<'_, User<M>>, _write: bool, core_context: u64) -> Result {
+        if !M::record_context(user.pin()?, &user, core_context) {
+            return Err(self
+                .shared
+                .stats
+                .refuse(Refusal::Freed, user.addr(), user.len(), EFAULT));
         }
         Ok(())
     }
 
     fn dma_map(
         &self,
-        user: ArcBorrow<'_, User>,
+        user: ArcBorrow<'_, User<M>>,
         mut sg: SgHead,
         dev: DmaDevice<'_>,
     ) -> Result<u32> {
@@ -109,7 +95,6 @@ impl PeerClient for Client {
             })
         };
         let (mapping, list) = pin
-            .pin
             .dma_map(peer, build)
             .map_err(|e| refuse(Refusal::of_map_error(e), Error::from(e)))?;
         // Built apart and installed only on success: on failure the core's table is
@@ -126,7 +111,7 @@ impl PeerClient for Client {
         Ok(n)
     }
 
-    fn dma_unmap(&self, user: ArcBorrow<'_, User>, sg: SgHead) {
+    fn dma_unmap(&self, user: ArcBorrow<'_, User<M>>, sg: SgHead) {
         // Never waits for an invalidation (see `UserState`): the state lock alone
         // decides which of this and an INVALIDATE_UNMAPS invalidation drops the
         // mapping; the plain client's unmap runs nested in its invalidation.
@@ -138,19 +123,19 @@ impl PeerClient for Client {
         self.drop_mapped((mapping, list));
     }
 
-    fn put_pages(&self, user: ArcBorrow<'_, User>, sg: SgHead) {
+    fn put_pages(&self, user: ArcBorrow<'_, User<M>>, sg: SgHead) {
         // Same teardown as dma_unmap: after a failed dma_map it finds nothing to do.
         self.dma_unmap(user, sg);
     }
 
-    fn page_size(&self, _user: ArcBorrow<'_, User>) -> u64 {
+    fn page_size(&self, _user: ArcBorrow<'_, User<M>>) -> u64 {
         GPU_PAGE_SIZE
     }
 
-    fn release(&self, user: Arc<User>) {
+    fn release(&self, user: Arc<User<M>>) {
         self.drop_mapped(user.release(&self.shared));
         if let Ok(pin) = user.pin() {
-            self.detach(pin, &user);
+            M::detach(&self.shared, pin, &user);
         }
         self.shared.stats.releases.fetch_add(1, Relaxed);
         // The core's reference is the last (the users list let go of its own in

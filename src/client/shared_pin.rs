@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! A GPU pin shared by the registrations it covers, and its free handler.
+//! A callback pin's record: the registrations it serves, its registry id, and its free
+//! handler.
 
 use kernel::{
     list::{
@@ -15,22 +16,24 @@ use kernel::{
             Acquire,
             Atomic,
             Full,
-            Relaxed,
-            Release, //
+            Relaxed, //
         },
         Arc,
         SpinLock, //
     }, //
 };
 
-use super::ClientShared;
+use super::{
+    space_of,
+    ClientShared, //
+};
 use crate::{
     nv_p2p::{
-        DmaMapping,
         FreeHandler,
         GpuPin,
         PinError,
-        PinIdentity, //
+        PinIdentity,
+        PinRecord, //
     },
     range::GpuRange,
     registry::{
@@ -48,146 +51,54 @@ pub(crate) trait PinUser: ListItem<0> + Send + Sync + Sized + 'static {
     fn on_pin_freed(&self, pin: &PinUsers<Self>);
 }
 
-/// A DMA mapping of a pin, held for its `Drop` (which unmaps it): the core already
-/// has the addresses, in the SG table built while the call was in flight.
-pub(super) type Mapping<U> = DmaMapping<PinUsers<U>>;
-
-/// A live GPU pin of either mode, shared by the registrations (`U`) it covers: one
-/// owner handle of the driver pin, whose record keeps the pin's registry identity and
-/// users beside the driver state (one allocation per pin).
-pub(crate) struct SharedPin<U: PinUser> {
-    pub(super) pin: GpuPin<PinUsers<U>>,
-}
-
-impl<U: PinUser> Clone for SharedPin<U> {
-    fn clone(&self) -> Self {
-        SharedPin {
-            pin: self.pin.clone(),
-        }
-    }
-}
-
-impl<U: PinUser> SharedPin<U> {
-    fn info(&self) -> &PinUsers<U> {
-        self.pin.handler()
-    }
-
-    /// Records the key the registry linked the pin under (once): `Client::pin` links it
-    /// under its space and start, which [`SharedPin::key`] rebuilds the key from.
+/// What the registry and the users of a callback pin ask of it.
+impl<U: PinUser> GpuPin<PinUsers<U>> {
+    /// Records the key the registry linked the pin under (once): `Callback::link` links
+    /// it under its space and start, which [`GpuPin::key`] rebuilds the key from.
     /// `false` if the free callback came first: it could not unlink the pin, so the
     /// caller does.
     pub(super) fn linked(&self, key: &PinKey) -> bool {
         // INVARIANT: registry ids are neither 0 nor `UNLINKED`, and the pin is linked
-        // once (`Client::pin`); the id is set only over 0.
-        self.info().id.cmpxchg(0, key.id(), Full).is_ok()
-    }
-
-    /// Numbers a persistent pin, which is never linked, for the `pins` file (once, when
-    /// it is made).
-    pub(super) fn numbered(&self, id: u64) {
-        // INVARIANT: a persistent pin: its id is set once, over 0, and nothing else
-        // changes it (it has no free callback).
-        self.info().id.store(id, Release);
-    }
-
-    /// The pin's number in the `pins` file: its registry id.
-    pub(super) fn id(&self) -> u64 {
-        self.info().id.load(Acquire)
-    }
-
-    pub(super) fn range(&self) -> GpuRange {
-        self.pin.range()
-    }
-
-    /// The users of a callback pin (a persistent pin has no list: its one user holds
-    /// it).
-    pub(super) fn users(&self) -> Option<&PinUsers<U>> {
-        (!self.pin.is_persistent()).then(|| self.info())
-    }
-
-    pub(super) fn is_freed(&self) -> bool {
-        self.pin.is_freed()
+        // once (`Callback::link`); the id is set only over 0.
+        self.handler().id.cmpxchg(0, key.id(), Full).is_ok()
     }
 
     /// The address space that pinned: the pin's owner (the pin holds its mm).
     pub(super) fn space(&self) -> SpaceId {
-        space_of(&self.pin.identity())
+        space_of(&self.identity())
     }
 
-    /// The registry key, once linked (a persistent pin never is).
-    pub(crate) fn key(&self) -> Option<PinKey> {
-        if self.pin.is_persistent() {
-            return None;
-        }
-        self.info().key(self.space(), self.range())
-    }
-
-    /// Writes the pin's line of the debugfs `pins` file, numbered `id`.
-    pub(crate) fn describe(
-        &self,
-        id: u64,
-        salt: u64,
-        f: &mut core::fmt::Formatter<'_>,
-    ) -> core::fmt::Result {
-        let r = self.range();
-        let (users, mode) = match self.users() {
-            Some(u) => (u.users.lock().count(), "callback"),
-            None => (1, "persistent"),
-        };
-        let space = self.space();
-        writeln!(
-            f,
-            "{} {} {} {:#x} {:#x} {} {} {} {:016x}",
-            id,
-            space.tgid,
-            mode,
-            r.start(),
-            r.end(),
-            r.len(),
-            users,
-            if self.is_freed() { "freed" } else { "live" },
-            space.display_id(salt)
-        )
+    /// The registry key, once linked.
+    pub(super) fn key(&self) -> Option<PinKey> {
+        key_of(self.handler().id.load(Acquire), self.space(), self.range())
     }
 }
 
-/// The address space a pin belongs to.
-fn space_of(pin: &PinIdentity) -> SpaceId {
-    SpaceId {
-        mm: pin.mm,
-        tgid: pin.tgid,
-    }
-}
-
-impl<U: PinUser> Entry for SharedPin<U> {
+impl<U: PinUser> Entry for GpuPin<PinUsers<U>> {
     fn range(&self) -> GpuRange {
-        SharedPin::range(self)
+        GpuPin::range(self)
     }
 
     fn usable(&self) -> bool {
-        self.users().is_some_and(|u| !u.users.lock().dead) && !self.is_freed()
+        !self.handler().users.lock().dead && !self.is_freed()
     }
 }
 
-/// What the client keeps in a pin's record: its registry id (the rest of the key is the
-/// pin's owner, mode and start) and, for a callback pin, the registrations using it
-/// (the free handler).
+/// What a callback client keeps in a pin's record: its registry id (the rest of the key
+/// is the pin's owner and start) and the registrations using it (the free handler).
 ///
 /// # Invariants
 ///
-/// For a callback pin, `id` is 0 until the pin is linked, then its registry id (neither
-/// 0 nor `UNLINKED`), set once; the free callback sets `UNLINKED` as it unlinks the pin
-/// (or finds it not linked yet), after which it never changes. So exactly one of the
-/// callback and the linker unlinks a freed pin. A persistent pin is never linked: its
-/// `id` is a number from the registry's sequence, set once when it is made, for the
-/// `pins` file only.
+/// `id` is 0 until the pin is linked, then its registry id (neither 0 nor `UNLINKED`),
+/// set once; the free callback sets `UNLINKED` as it unlinks the pin (or finds it not
+/// linked yet), after which it never changes. So exactly one of the callback and the
+/// linker unlinks a freed pin.
 #[pin_data]
 pub(crate) struct PinUsers<U: PinUser> {
     pub(super) client: Arc<ClientShared>,
-    /// The registry id, 0 until linked: the rest of the key is the owner, the mode and
-    /// the start, so the record keeps eight bytes of it instead of a 32-byte key. The
-    /// pin holds its owner's `mm_struct`, so the key's address is not reused while
-    /// linked. A persistent pin's number (see the type's invariants).
+    /// The registry id, 0 until linked: the rest of the key is the owner and the start,
+    /// so the record keeps eight bytes of it instead of a 32-byte key. The pin holds its
+    /// owner's `mm_struct`, so the key's address is not reused while linked.
     id: Atomic<u64>,
     /// A spinlock: what it guards is a flag and list links, changed without sleeping.
     #[pin]
@@ -210,19 +121,13 @@ impl<U: PinUser> PinUsers<U> {
             ),
         })
     }
-
-    /// The registry key of the callback pin of `space` and `range`, while linked.
-    fn key(&self, space: SpaceId, range: GpuRange) -> Option<PinKey> {
-        key_of(self.id.load(Acquire), space, range)
-    }
 }
 
 /// What `id` holds once the free callback has unlinked the pin, or found it not linked
 /// yet (the registry counts its ids up from 1: 64 bits never reach this).
 const UNLINKED: u64 = u64::MAX;
 
-/// The key of a callback pin (the only ones linked) of `space` and `range` with registry
-/// id `id`, if linked.
+/// The key of the pin of `space` and `range` with registry id `id`, if linked.
 fn key_of(id: u64, space: SpaceId, range: GpuRange) -> Option<PinKey> {
     match id {
         0 | UNLINKED => None,
@@ -274,6 +179,12 @@ impl<U: PinUser> Users<U> {
     }
 }
 
+impl<U: PinUser> PinRecord for PinUsers<U> {
+    fn released(&self, pin: PinIdentity) {
+        self.client.stats.unpinned(pin.range.len());
+    }
+}
+
 impl<U: PinUser> FreeHandler for PinUsers<U> {
     fn on_free(&self, pin: PinIdentity) {
         let list = {
@@ -283,8 +194,8 @@ impl<U: PinUser> FreeHandler for PinUsers<U> {
             core::mem::take(&mut u.list)
         };
         self.client.stats.free_callbacks.fetch_add(1, Relaxed);
-        // Only callback pins have a free callback. A pin not linked yet is unlinked by
-        // its linker, which finds `UNLINKED` (`SharedPin::linked`).
+        // A pin not linked yet is unlinked by its linker, which finds `UNLINKED`
+        // (`GpuPin::linked`).
         // INVARIANT: set once and for all, as the callback unlinks.
         let id = self.id.xchg(UNLINKED, Full);
         if let Some(key) = key_of(id, space_of(&pin), pin.range) {
@@ -293,9 +204,5 @@ impl<U: PinUser> FreeHandler for PinUsers<U> {
         for user in list.iter() {
             user.on_pin_freed(self);
         }
-    }
-
-    fn released(&self, pin: PinIdentity) {
-        self.client.stats.unpinned(pin.range.len());
     }
 }

@@ -23,13 +23,17 @@ use kernel::{
 
 use super::{
     shared_pin::{
-        self,
-        PinUser, //
+        PinUser,
+        PinUsers, //
     },
-    ClientShared, //
+    Callback,
+    ClientShared,
+    Mode,
+    Pin, //
 };
 use crate::{
     glue::ModuleRef,
+    nv_p2p::DmaMapping,
     peer_mem::{
         ClientKind,
         SgHead,
@@ -41,41 +45,35 @@ use crate::{
     }, //
 };
 
-/// A pin shared by registrations.
-pub(crate) type SharedPin = shared_pin::SharedPin<User>;
-
-/// The client's record in a pin: its registry id and its registrations.
-pub(super) type PinUsers = shared_pin::PinUsers<User>;
-
-/// A DMA mapping of a registration's pin.
-pub(super) type Mapping = shared_pin::Mapping<User>;
+/// A DMA mapping of the pin of a registration of a client of mode `M`.
+pub(super) type Mapping<M> = DmaMapping<<M as Mode>::Record>;
 
 // A registry node holds the handle in place: one pointer, so the node fits a 64-byte
 // allocation (`registry::NODE_BYTES`).
 const _: () = assert!(
-    size_of::<SharedPin>() == size_of::<usize>(),
-    "SharedPin must be one pointer"
+    size_of::<Pin<Callback>>() == size_of::<usize>(),
+    "a pin handle must be one pointer"
 );
 
-// The pin's record with its `Arc` count fits a 192-byte allocation, with the locks as
-// production kernels lay them out (lock debugging makes every mutex larger).
+// A pin's record with its `Arc` count fits a 192-byte allocation in either mode, with the
+// locks as production kernels lay them out (lock debugging makes every mutex larger).
 #[cfg(not(any(CONFIG_DEBUG_LOCK_ALLOC, CONFIG_DEBUG_MUTEXES, CONFIG_DEBUG_SPINLOCK)))]
 const _: () = assert!(
-    crate::nv_p2p::GpuPin::<PinUsers>::RECORD_BYTES <= 184,
+    Pin::<Callback>::RECORD_BYTES <= 184 && Pin::<super::Persistent>::RECORD_BYTES <= 184,
     "a pin's record must fit a 192-byte allocation"
 );
 
 /// No core_context yet (`get_pages` not called).
 pub(super) const NO_CONTEXT: u64 = u64::MAX;
 
-/// One registration (the core's client context).
+/// One registration (the core's client context) of a client of mode `M`.
 #[pin_data]
-pub(crate) struct User {
+pub(crate) struct User<M: Mode> {
     /// The pin it uses, from acquire on, or the error its pin failed with (a
     /// registration claimed to report it from `get_pages`); never changed, so read
     /// without a lock. Declared first, so dropped before the module reference: the
     /// last owner's put runs in this module.
-    pin: Result<SharedPin, Error>,
+    pin: Result<Pin<M>, Error>,
     /// Every live registration holds the module: rmmod fails with "in use" instead
     /// of blocking in the core's unregistration (abi.md 3).
     _module: ModuleRef,
@@ -84,9 +82,9 @@ pub(crate) struct User {
     span: Span,
     pub(super) core_context: Atomic<u64>,
     #[pin]
-    pub(super) state: SpinLock<UserState>,
-    /// Its place among the users of its pin (`Users`), or, for a persistent pin, in the
-    /// list of persistent registrations (`Pins`): one list at most.
+    pub(super) state: SpinLock<UserState<M>>,
+    /// Its place among the users of its pin (`Users`, callback mode), or in the list of
+    /// persistent registrations (`Pins`, persistent mode): one list at most.
     #[pin]
     links: ListLinks,
 }
@@ -95,17 +93,17 @@ pub(crate) struct User {
 // production kernels lay them out (lock debugging makes every lock larger).
 #[cfg(not(any(CONFIG_DEBUG_LOCK_ALLOC, CONFIG_DEBUG_MUTEXES, CONFIG_DEBUG_SPINLOCK)))]
 const _: () = assert!(
-    size_of::<User>() <= 120,
+    size_of::<User<Callback>>() <= 120 && size_of::<User<super::Persistent>>() <= 120,
     "a registration's record must fit a 128-byte allocation"
 );
 
 // The one `ListArc` of a user is made with it and handed to its pin's users list, or to
 // the list of persistent registrations.
 impl_list_arc_safe! {
-    impl ListArcSafe<0> for User { untracked; }
+    impl{M: Mode} ListArcSafe<0> for User<M> { untracked; }
 }
 impl_list_item! {
-    impl ListItem<0> for User { using ListLinks { self.links }; }
+    impl{M: Mode} ListItem<0> for User<M> { using ListLinks { self.links }; }
 }
 
 /// What a registration changes after it is made: its mapping and SG list, and where it
@@ -115,8 +113,8 @@ impl_list_item! {
 /// after it). Never held by `dma_unmap`/`put_pages` beyond taking them out, so the core
 /// may call those under a region's mapping lock (after a failed `dma_map`, with the
 /// region still findable) while an invalidation waits for that lock (abi.md 2.5).
-pub(super) struct UserState {
-    pub(super) mapping: Option<Mapping>,
+pub(super) struct UserState<M: Mode> {
+    pub(super) mapping: Option<Mapping<M>>,
     /// The core's table and the SG list installed in it: freed from this record,
     /// since the core zeroes its table after an invalidation (abi.md 2.5).
     pub(super) sg: Option<(SgHead, SgList)>,
@@ -131,18 +129,18 @@ pub(super) struct UserState {
     waiting: bool,
 }
 
-impl PinUser for User {
-    fn on_pin_freed(&self, pin: &PinUsers) {
+impl PinUser for User<Callback> {
+    fn on_pin_freed(&self, pin: &PinUsers<Self>) {
         self.invalidate(&pin.client);
     }
 }
 
-impl User {
+impl<M: Mode> User<M> {
     /// A registration of `span` using `pin`, or claimed with the error its pin failed
     /// with.
-    pub(super) fn new(span: Span, pin: Result<SharedPin, Error>) -> Result<ListArc<User>> {
+    pub(super) fn new(span: Span, pin: Result<Pin<M>, Error>) -> Result<ListArc<Self>> {
         ListArc::pin_init(
-            try_pin_init!(User {
+            try_pin_init!(Self {
                 pin,
                 _module: ModuleRef::new(),
                 span,
@@ -180,7 +178,7 @@ impl User {
     }
 
     /// The pin the registration uses, or the error it was claimed with.
-    pub(super) fn pin(&self) -> Result<&SharedPin, Error> {
+    pub(super) fn pin(&self) -> Result<&Pin<M>, Error> {
         self.pin.as_ref().map_err(|e| *e)
     }
 
@@ -231,7 +229,10 @@ impl User {
     /// Marks the registration released (no invalidation starts after), waits for an
     /// invalidation in progress to return, and takes the mapping and SG list out for the
     /// caller to drop: one lock round.
-    pub(super) fn release(&self, c: &ClientShared) -> (Option<Mapping>, Option<(SgHead, SgList)>) {
+    pub(super) fn release(
+        &self,
+        c: &ClientShared,
+    ) -> (Option<Mapping<M>>, Option<(SgHead, SgList)>) {
         let mut st = self.state.lock();
         st.released = true;
         while st.invalidating {

@@ -12,7 +12,7 @@ use super::{
     pin::GpuPin,
     shared::{
         DriverCall,
-        FreeHandler,
+        PinRecord,
         PinShared, //
     },
     state::{
@@ -27,7 +27,7 @@ use crate::{
     foreign::driver_result, //
 };
 
-impl<T: FreeHandler> GpuPin<T> {
+impl<T: PinRecord> GpuPin<T> {
     /// Maps the pinned range for DMA by `peer`, and hands the DMA address of each
     /// 64 KiB page, in order and read in place, to `build`, whose result comes back
     /// with the mapping. Fails with [`PinError::Freed`] once the memory was freed, and
@@ -93,7 +93,7 @@ impl<T: FreeHandler> GpuPin<T> {
 }
 
 /// Unmaps `raw` unless a callback took over its freeing (then the callback frees it).
-fn unmap_raw<T: FreeHandler>(
+fn unmap_raw<T: PinRecord>(
     s: &PinShared<T>,
     peer: &PciFunction,
     raw: *mut bindings::nvidia_p2p_dma_mapping,
@@ -113,13 +113,13 @@ fn unmap_raw<T: FreeHandler>(
 }
 
 /// A DMA mapping of a pinned range for one PCI peer; dropping it unmaps.
-pub(crate) struct DmaMapping<T: FreeHandler> {
+pub(crate) struct DmaMapping<T: PinRecord> {
     shared: Arc<PinShared<T>>,
     raw: Raw<bindings::nvidia_p2p_dma_mapping>,
     peer: PciFunction,
 }
 
-impl<T: FreeHandler> Drop for DmaMapping<T> {
+impl<T: PinRecord> Drop for DmaMapping<T> {
     fn drop(&mut self) {
         unmap_raw(&self.shared, &self.peer, self.raw.0);
     }

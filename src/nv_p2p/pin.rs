@@ -15,6 +15,7 @@ use super::{
         FreeHandler,
         PinIdentity,
         PinKind,
+        PinRecord,
         PinShared, //
     },
     state::{
@@ -84,8 +85,8 @@ impl NvP2p {
     /// even if the process frees it. Uses the persistent pair where the driver has
     /// it, else `get_pages` with a NULL callback (drivers before 535.14, docs/abi.md 1.1).
     /// `handler` is never called on a free (there is no callback), only
-    /// [`FreeHandler::released`] when the last owner lets go.
-    pub(crate) fn pin_persistent<T: FreeHandler>(
+    /// [`PinRecord::released`] when the last owner lets go.
+    pub(crate) fn pin_persistent<T: PinRecord>(
         nv: &Arc<NvP2p>,
         range: GpuRange,
         handler: impl PinInit<T>,
@@ -172,11 +173,11 @@ impl NvP2p {
 /// # Invariants
 ///
 /// `shared.owners` counts the live handles of `shared`, this one included.
-pub(crate) struct GpuPin<T: FreeHandler> {
+pub(crate) struct GpuPin<T: PinRecord> {
     pub(super) shared: Arc<PinShared<T>>,
 }
 
-impl<T: FreeHandler> Clone for GpuPin<T> {
+impl<T: PinRecord> Clone for GpuPin<T> {
     fn clone(&self) -> Self {
         // The caller's handle keeps the pin owned meanwhile: never from zero.
         self.shared.owners.inc();
@@ -187,7 +188,7 @@ impl<T: FreeHandler> Clone for GpuPin<T> {
     }
 }
 
-impl<T: FreeHandler> GpuPin<T> {
+impl<T: PinRecord> GpuPin<T> {
     /// The bytes of a pin's record with handler `T`, besides the `Arc`'s count (checked
     /// by the client where locks have their production layout).
     #[cfg_attr(
@@ -215,11 +216,6 @@ impl<T: FreeHandler> GpuPin<T> {
     /// `mm_struct` (mmgrab), so no other process gets its address while the pin lives.
     pub(crate) fn identity(&self) -> PinIdentity {
         self.shared.identity()
-    }
-
-    /// Whether the pin is persistent (it has no free callback).
-    pub(crate) fn is_persistent(&self) -> bool {
-        !matches!(self.shared.kind, PinKind::Callback)
     }
 
     /// Unpins, as the last owner: puts the pin, or leaves it to its callback.
@@ -274,7 +270,7 @@ impl<T: FreeHandler> GpuPin<T> {
     }
 }
 
-impl<T: FreeHandler> Drop for GpuPin<T> {
+impl<T: PinRecord> Drop for GpuPin<T> {
     fn drop(&mut self) {
         // Release, and acquire for the last (`refcount_dec_and_test`), as an `Arc`'s
         // count: the last owner sees everything the others did with the pin.

@@ -42,18 +42,21 @@ pub(crate) struct PinIdentity {
     pub(crate) tgid: i32,
 }
 
-/// What runs when the owning process frees pinned memory, and when a pin's last owner
-/// lets go of it.
-pub(crate) trait FreeHandler: Send + Sync + 'static {
+/// What a pin's owners keep in its record, told when the last owner lets go of it.
+pub(crate) trait PinRecord: Send + Sync + 'static {
+    /// Called once, when the last [`GpuPin`] of `pin` is dropped, after the pin was put
+    /// (or left to its callback, or found freed by one).
+    fn released(&self, _pin: PinIdentity) {}
+}
+
+/// The record of a callback pin: also what runs when the owning process frees the
+/// pinned memory.
+pub(crate) trait FreeHandler: PinRecord {
     /// Called from the driver's free callback of callback pin `pin`, before the page
     /// table and its DMA mappings are freed. It may sleep briefly; it must not wait for
     /// the GPU, and it must not allocate. Every DMA mapping of the pin is dead once
     /// this returns.
     fn on_free(&self, pin: PinIdentity);
-
-    /// Called once, when the last [`GpuPin`] of `pin` is dropped, after the pin was put
-    /// (or left to its callback, or found freed by one).
-    fn released(&self, _pin: PinIdentity) {}
 }
 
 /// How a pin was made, and so how it is put.
@@ -71,7 +74,7 @@ pub(super) enum PinKind {
 
 /// What a pin handle and the driver's callback share.
 #[pin_data]
-pub(super) struct PinShared<T: FreeHandler> {
+pub(super) struct PinShared<T: PinRecord> {
     /// The driver's functions, shared by every pin (a copy would be 64 bytes a pin).
     pub(super) nv: Arc<NvP2p>,
     pub(super) range: GpuRange,
@@ -87,7 +90,7 @@ pub(super) struct PinShared<T: FreeHandler> {
     pub(super) handler: T,
 }
 
-impl<T: FreeHandler> PinShared<T> {
+impl<T: PinRecord> PinShared<T> {
     pub(super) fn new(
         nv: Arc<NvP2p>,
         range: GpuRange,
@@ -187,12 +190,12 @@ impl<T: FreeHandler> PinShared<T> {
 /// # Invariants
 ///
 /// `pin`'s `in_flight` counts this guard, and `table` is `pin`'s table.
-pub(super) struct DriverCall<'a, T: FreeHandler> {
+pub(super) struct DriverCall<'a, T: PinRecord> {
     pin: &'a PinShared<T>,
     table: *mut bindings::nvidia_p2p_page_table,
 }
 
-impl<'a, T: FreeHandler> DriverCall<'a, T> {
+impl<'a, T: PinRecord> DriverCall<'a, T> {
     /// A map call on `pin`'s live table, with room reserved to record its mapping
     /// (`PinState::begin_call`); [`PinError::Freed`] once the pin is freed or put.
     pub(super) fn map(pin: &'a PinShared<T>) -> Result<Self, PinError> {
@@ -227,14 +230,14 @@ impl<'a, T: FreeHandler> DriverCall<'a, T> {
     }
 }
 
-impl<T: FreeHandler> Drop for DriverCall<'_, T> {
+impl<T: PinRecord> Drop for DriverCall<'_, T> {
     fn drop(&mut self) {
         let mut st = self.pin.state.lock();
         self.pin.end_call(&mut st);
     }
 }
 
-impl<T: FreeHandler> PinShared<T> {
+impl<T: PinRecord> PinShared<T> {
     /// Ends a driver call (its guard's end); wakes a callback waiting for calls to
     /// drain.
     fn end_call(&self, st: &mut PinState) {

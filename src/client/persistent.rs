@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Persistent mode: pins without a free callback, one per registration, never shared (a
+//! pin outlives a free, while the address may be reused for new memory) and listed
+//! through their registration only.
+
+use kernel::{
+    list::ListArc,
+    prelude::*,
+    sync::{
+        atomic::Release,
+        Arc, //
+    }, //
+};
+
+use super::{
+    ClientShared,
+    Mode,
+    Pin,
+    User, //
+};
+use crate::{
+    nv_p2p::{
+        NvP2p,
+        PinError,
+        PinIdentity,
+        PinRecord, //
+    },
+    range::GpuRange,
+    registry::SpaceId,
+    stats::Stats,
+};
+
+/// Persistent mode: a pin's record is its number and the counters to account it in; no
+/// users list, no registry id, no free handler.
+pub(crate) struct Persistent;
+
+/// What a persistent client keeps in a pin's record.
+pub(crate) struct PinNumber {
+    /// The counters its unpinning is accounted in.
+    stats: Arc<Stats>,
+    /// The pin's number in the `pins` file, from the registry's sequence.
+    pub(super) id: u64,
+}
+
+impl PinRecord for PinNumber {
+    fn released(&self, pin: PinIdentity) {
+        self.stats.unpinned(pin.range.len());
+    }
+}
+
+impl Mode for Persistent {
+    type Record = PinNumber;
+
+    const NAME: &'static str = "persistent";
+
+    fn find(_c: &ClientShared, _space: SpaceId, _range: GpuRange) -> Option<Pin<Self>> {
+        // Never shared.
+        None
+    }
+
+    fn make(c: &Arc<ClientShared>, range: GpuRange) -> Result<Pin<Self>, PinError> {
+        let record = PinNumber {
+            stats: c.stats.clone(),
+            id: c.pins.registry.next_id(),
+        };
+        NvP2p::pin_persistent(&c.nv, range, record)
+    }
+
+    fn link(_c: &ClientShared, _pin: &Pin<Self>) -> Result<(), PinError> {
+        // Listed through its registration (`attach`), not linked.
+        Ok(())
+    }
+
+    fn attach(
+        c: &ClientShared,
+        _pin: &Pin<Self>,
+        user: ListArc<User<Self>>,
+    ) -> Result<(), PinError> {
+        c.pins.persistent.lock().push_back(user);
+        Ok(())
+    }
+
+    fn detach(c: &ClientShared, _pin: &Pin<Self>, user: &User<Self>) {
+        // SAFETY: a registration of a persistent client is in the persistent list or in
+        // none: its one `ListArc` went to `attach`, which put it there, and only this
+        // removes it.
+        let listed = unsafe { c.pins.persistent.lock().remove(user) };
+        // After the lock (the caller holds the user too: never the last reference).
+        drop(listed);
+    }
+
+    fn forget_unused(_c: &ClientShared, _pin: &Pin<Self>) {
+        // Never linked: dropping the handle unpins.
+    }
+
+    fn record_context(_pin: &Pin<Self>, user: &User<Self>, core_context: u64) -> bool {
+        // No free callback: the memory stays until the pin is put.
+        user.core_context.store(core_context, Release);
+        true
+    }
+
+    fn users(_pin: &Pin<Self>) -> usize {
+        // Its one registration holds it.
+        1
+    }
+}
