@@ -10,6 +10,24 @@ check() { # check NAME COMMAND...
 	local name=$1; shift
 	if "$@" >/dev/null 2>&1; then ok "$name"; else bad "$name"; fi
 }
+expect() { # expect NAME GOT WANT
+	if [ "$2" = "$3" ]; then ok "$1"; else bad "$1"; echo "     got:  $2"; echo "     want: $3"; fi
+}
+
+# versioned_copy SRC DST OLD NEW: a copy of module SRC whose `version=OLD` modinfo
+# string reads NEW (same length): a stand-in for NVIDIA's nvidia-peermem.ko, which
+# carries the driver's version.
+versioned_copy() {
+	mkdir -p "$(dirname "$2")"
+	python3 - "$@" <<'PY'
+import sys
+src, dst, old, new = sys.argv[1:]
+data = open(src, 'rb').read()
+old, new = ('version=' + old + '\0').encode(), ('version=' + new + '\0').encode()
+assert data.count(old) == 1 and len(old) == len(new)
+open(dst, 'wb').write(data.replace(old, new))
+PY
+}
 
 # ns_scratch SCRATCH KDIR DIR...: inside a mount namespace of the caller's (unshare
 # --mount), an overlay over each DIR whose upper layer is under SCRATCH (writes land

@@ -12,7 +12,10 @@
 #   - the installed /lib/modules tree and /etc files boot in the dev VM, where Debian's
 #     kmod loads the module from the boot entry as systemd-modules-load does, with its
 #     providers (tests/qemu/plans/deb.sh);
-#   - purging both removes the module from dkms and leaves no file of theirs.
+#   - purging both removes the module from dkms and leaves no file of theirs;
+#   - with NVIDIA's nvidia-peermem.ko (a higher version) in the kernel's tree, the
+#     drop-in's postinst names the module modprobe still loads and the dkms command
+#     that installs the drop-in over it; purging gives NVIDIA's back.
 # dpkg and dkms run in a mount namespace of their own (unshare --mount) where /usr,
 # /etc and /var are overlays whose upper layers are in a temporary directory and
 # /usr/lib/modules and /var/lib/dkms are empty directories of it: the host's package
@@ -86,7 +89,7 @@ fi
 
 # ---------------------------------------------------------------- in the namespace
 S=$PEERMEM_DEB_SCRATCH
-kdir=$1
+kdir=$1 stage=$2
 kver=$(cat "$kdir/include/config/kernel.release")
 arch=$(uname -m)
 fatal() { bad "$1"; finish; }
@@ -98,6 +101,7 @@ dpkg -i "$D/peermem-tools_${VERSION}_amd64.deb" "$D/peermem-dropin-dkms_${VERSIO
 rc=$?
 check "dpkg -i peermem-tools peermem-dropin-dkms exits 0" test "$rc" -eq 0
 [ "$rc" -eq 0 ] || tail -n 20 "$S/dpkg-i.log"
+check "no other nvidia-peermem.ko: the postinst says nothing of one" bash -c "! grep -q 'not this drop-in' '$S/dpkg-i.log'"
 check "dpkg: both installed" bash -c "dpkg-query -W -f='\${Status}\n' peermem-tools peermem-dropin-dkms | grep -c 'install ok installed' | grep -qx 2"
 st=$(dkms status "peermem-dropin/$VERSION" -k "$kver" 2>/dev/null)
 check "dkms status: installed for the kernel ($st)" test "$st" = "peermem-dropin/$VERSION, $kver, $arch: installed"
@@ -130,4 +134,31 @@ left=$(find /lib/modules/"$kver" /usr/src /var/lib/dkms -name '*peermem*' 2>/dev
 check "no module, source or dkms tree left ($left)" test -z "$left"
 check "no file of the packages left in /etc, /usr/sbin, /usr/share" bash -c \
 	"! ls /etc/modules-load.d/peermem.conf /etc/modprobe.d/peermem.conf /etc/depmod.d/peermem.conf /usr/sbin/peermem /usr/share/man/man1/peermem.1.gz /usr/share/doc/peermem-tools 2>/dev/null | grep -q ."
+
+# NVIDIA's nvidia-peermem.ko in the kernel's tree, with the driver's version (higher
+# than the drop-in's): dkms leaves it in place and exits 0, so the package installs;
+# its postinst says which module modprobe loads and the command that installs the
+# drop-in over it.
+high=$(tr 0-8 9 <<<"$VERSION")
+nvidia_ko=/lib/modules/$kver/kernel/drivers/video/nvidia-peermem.ko
+versioned_copy "$stage/nvidia-peermem.ko" "$nvidia_ko" "$VERSION" "$high"
+depmod -a "$kver"
+dpkg -i "$D/peermem-dropin-dkms_${VERSION}_amd64.deb" >"$S/dpkg-nvidia.log" 2>&1
+check "NVIDIA's nvidia-peermem.ko present: dpkg -i exits 0" test $? -eq 0
+check "NVIDIA's nvidia-peermem.ko present: the postinst names the module modprobe loads" \
+	grep -qF "modprobe nvidia-peermem loads $nvidia_ko (version $high), not this drop-in" "$S/dpkg-nvidia.log"
+fix="dkms install --force -m peermem-dropin -v $VERSION -k $kver"
+check "NVIDIA's nvidia-peermem.ko present: ... and the command that installs the drop-in" \
+	grep -qF "$fix" "$S/dpkg-nvidia.log"
+$fix >>"$S/dpkg-nvidia.log" 2>&1
+expect "NVIDIA's nvidia-peermem.ko present: after that command, modprobe loads the drop-in" \
+	"$(modinfo -k "$kver" -F version nvidia_peermem 2>&1)" "$VERSION"
+dpkg --purge peermem-dropin-dkms >>"$S/dpkg-nvidia.log" 2>&1
+check "NVIDIA's nvidia-peermem.ko present: dpkg --purge exits 0" test $? -eq 0
+expect "NVIDIA's nvidia-peermem.ko present: purged, modprobe loads NVIDIA's again" \
+	"$(modinfo -k "$kver" -F filename nvidia_peermem 2>&1)" "$nvidia_ko"
+rm "$nvidia_ko"
+depmod -a "$kver"
+left=$(find /lib/modules/"$kver" /usr/src /var/lib/dkms -name '*peermem*' 2>/dev/null)
+check "NVIDIA's nvidia-peermem.ko present: nothing of the drop-in left ($left)" test -z "$left"
 finish

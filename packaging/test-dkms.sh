@@ -23,9 +23,6 @@ set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VERSION=$(tr -d '[:space:]' < "$ROOT/VERSION")
 . "$ROOT/packaging/check-lib.sh"
-expect() { # expect NAME GOT WANT
-	if [ "$2" = "$3" ]; then ok "$1"; else bad "$1"; echo "     got:  $2"; echo "     want: $3"; fi
-}
 finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
 
 # ---------------------------------------------------------------- outside
@@ -180,14 +177,7 @@ if [ "$dest" = /updates/dkms ]; then
 	built=/var/lib/dkms/peermem-dropin/$VERSION/$kver/$arch/module/nvidia-peermem.ko
 	high=$(tr 0-8 9 <<<"$VERSION")
 	nvidia_ko=$S/nvidia-peermem-$high.ko
-	python3 - "$built" "$nvidia_ko" "$VERSION" "$high" <<'PY'
-import sys
-src, dst, old, new = sys.argv[1:]
-data = open(src, 'rb').read()
-old, new = ('version=' + old + '\0').encode(), ('version=' + new + '\0').encode()
-assert data.count(old) == 1 and len(old) == len(new)
-open(dst, 'wb').write(data.replace(old, new))
-PY
+	versioned_copy "$built" "$nvidia_ko" "$VERSION" "$high"
 	check "NVIDIA's module stand-in has version $high" test "$(modinfo -F version "$nvidia_ko")" = "$high"
 	dkms uninstall "peermem-dropin/$VERSION" -k "$kver" >>"$S/nvidia.log" 2>&1
 	install -D -m 644 "$nvidia_ko" "/lib/modules/$kver/kernel/drivers/video/nvidia-peermem.ko"

@@ -15,9 +15,6 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 . "$ROOT/packaging/check-lib.sh"
 # expect NAME GOT WANT
-expect() {
-	if [ "$2" = "$3" ]; then ok "$1"; else bad "$1"; echo "     got:  $2"; echo "     want: $3"; fi
-}
 # has NAME TEXT PATTERN (fixed string)
 has() {
 	if grep -qF -- "$3" <<<"$2"; then ok "$1"; else bad "$1"; echo "     no '$3' in:"; sed 's/^/       /' <<<"$2"; fi

@@ -28,9 +28,6 @@ set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/packaging/check-lib.sh"
-expect() { # expect NAME GOT WANT
-	if [ "$2" = "$3" ]; then ok "$1"; else bad "$1"; echo "     got:  $2"; echo "     want: $3"; fi
-}
 has() { # has NAME TEXT FIXED-STRING
 	if grep -qF -- "$3" <<<"$2"; then ok "$1"; else bad "$1"; echo "     no '$3' in:"; tail -n 15 <<<"$2" | sed 's/^/       /'; fi
 }
