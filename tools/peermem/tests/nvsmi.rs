@@ -4,9 +4,19 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use peermem_tool::nvsmi::{self, QueryError};
+
+/// The tests write a stub and start it at once: one at a time. Otherwise one test's
+/// fork can inherit the other's stub still open for writing, and exec of that stub
+/// fails with ETXTBSY (seen as `NotFound`, 3 runs in 40).
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// An executable shell script `name` in a scratch directory, with `body`.
 fn stub(name: &str, body: &str) -> PathBuf {
@@ -20,6 +30,7 @@ fn stub(name: &str, body: &str) -> PathBuf {
 
 #[test]
 fn a_hanging_nvidia_smi_is_killed_at_the_timeout() {
+    let _serial = serial();
     // `exec`: the shell becomes sleep, so the kill reaches the process that hangs.
     let path = stub("hang", "exec sleep 60");
     let start = Instant::now();
@@ -37,6 +48,7 @@ fn a_hanging_nvidia_smi_is_killed_at_the_timeout() {
 
 #[test]
 fn output_failure_and_absence() {
+    let _serial = serial();
     let path = stub(
         "ok",
         "[ \"$1\" = -q ] || exit 3\necho 'Driver Version : 580.65.06'",
