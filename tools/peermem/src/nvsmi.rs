@@ -234,8 +234,11 @@ pub const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// Why [`query`] gave no output.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum QueryError {
-    /// The program could not be started (not installed).
+    /// The program is not installed (not found).
     NotFound,
+    /// The program is there but could not be started (not executable, not a program
+    /// this system runs, ...): the system's reason.
+    NotStarted(String),
     /// It exited with a failure status.
     Failed(std::process::ExitStatus),
     /// It ran past the timeout and was killed.
@@ -245,7 +248,8 @@ pub enum QueryError {
 impl std::fmt::Display for QueryError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            QueryError::NotFound => f.write_str("nvidia-smi could not be run"),
+            QueryError::NotFound => f.write_str("nvidia-smi is not installed"),
+            QueryError::NotStarted(why) => write!(f, "nvidia-smi could not be started ({why})"),
             QueryError::Failed(s) => write!(f, "nvidia-smi -q failed ({s})"),
             QueryError::TimedOut(t) => write!(
                 f,
@@ -272,7 +276,10 @@ pub fn query(
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|_| QueryError::NotFound)?;
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => QueryError::NotFound,
+            _ => QueryError::NotStarted(e.to_string()),
+        })?;
     // Read on a thread so that a full pipe cannot stall the child. The thread is not
     // waited for after a kill: a grandchild may still hold the pipe open.
     let mut stdout = child.stdout.take().expect("stdout is piped");

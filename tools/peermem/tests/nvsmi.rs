@@ -63,6 +63,17 @@ fn output_failure_and_absence() {
     );
     let r = nvsmi::query(path.with_file_name("absent"), nvsmi::TIMEOUT);
     assert_eq!(r, Err(QueryError::NotFound));
+    // There but not executable: said so, with the system's reason, not "not installed".
+    std::fs::set_permissions(&fail, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let r = nvsmi::query(&fail, nvsmi::TIMEOUT);
+    assert!(
+        matches!(&r, Err(QueryError::NotStarted(why)) if why.contains("ermission denied")),
+        "{r:?}"
+    );
+    assert!(r
+        .unwrap_err()
+        .to_string()
+        .starts_with("nvidia-smi could not be started ("));
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
     std::fs::remove_dir_all(fail.parent().unwrap()).unwrap();
 }
