@@ -316,16 +316,6 @@ impl<M: Mode> Client<M> {
         })
     }
 
-    /// Drops a registration's DMA mapping (which unmaps) and frees its SG list, taken
-    /// out of its state.
-    fn drop_mapped(&self, (mapping, sg): (Option<Mapping<M>>, Option<(SgHead, SgList)>)) {
-        drop(mapping);
-        if let Some((mut head, list)) = sg {
-            head.uninstall(&list);
-            drop(list);
-        }
-    }
-
     fn claim(&self, span: Span) -> Result<Option<Arc<User<M>>>> {
         let c = &self.shared;
         let range = span.range();
@@ -348,6 +338,16 @@ impl<M: Mode> Client<M> {
             Ok(user) => Ok(Some(user)),
             Err(e) => self.pin_failed(span, e),
         }
+    }
+}
+
+/// Drops a registration's DMA mapping (which unmaps) and frees its SG list, taken out
+/// of its state.
+fn drop_mapped<M: Mode>((mapping, sg): (Option<Mapping<M>>, Option<(SgHead, SgList)>)) {
+    drop(mapping);
+    if let Some((mut head, list)) = sg {
+        head.uninstall(&list);
+        drop(list);
     }
 }
 

@@ -30,6 +30,7 @@ use crate::{
 };
 
 use super::{
+    drop_mapped,
     sg_entries,
     Client,
     Mode,
@@ -107,7 +108,7 @@ impl<M: Mode> PeerClient for Client<M> {
             let mut st = user.state.lock();
             (st.mapping.replace(mapping), st.sg.replace((sg, list)))
         };
-        self.drop_mapped(earlier);
+        drop_mapped::<M>(earlier);
         Ok(n)
     }
 
@@ -120,7 +121,7 @@ impl<M: Mode> PeerClient for Client<M> {
             let ours = st.sg.as_ref().is_some_and(|(head, _)| head.is(&sg));
             (st.mapping.take(), if ours { st.sg.take() } else { None })
         };
-        self.drop_mapped((mapping, list));
+        drop_mapped::<M>((mapping, list));
     }
 
     fn put_pages(&self, user: ArcBorrow<'_, User<M>>, sg: SgHead) {
@@ -133,7 +134,7 @@ impl<M: Mode> PeerClient for Client<M> {
     }
 
     fn release(&self, user: Arc<User<M>>) {
-        self.drop_mapped(user.release(&self.shared));
+        drop_mapped::<M>(user.release(&self.shared));
         if let Ok(pin) = user.pin() {
             M::detach(&self.shared, pin, &user);
         }
