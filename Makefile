@@ -19,6 +19,8 @@
 #                   modules-load.d files, and the peermem tool (DESTDIR, PREFIX); make uninstall
 #   make deb        Debian packages: peermem-dkms, peermem-dropin-dkms, peermem-tools (build/deb)
 #   make toolchain  print the compiler variables handed to the kernel's make (KDIR)
+#   make lib-rust   build and install KDIR's Rust build files where the distribution ships
+#                   none (Debian), from its kernel source package (scripts/lib-rust)
 #
 # KDIR defaults to the running kernel's build tree (/lib/modules/$(uname -r)/build);
 # the test bed's scripts name their kernels: make KDIR=/path/to/build
@@ -70,11 +72,12 @@ export LIBCLANG_PATH ?= /usr/lib/llvm-19/lib
 # Empty by default: the test bed's fakes provide them (tests/fakes).
 KBUILD_EXTRA_SYMBOLS ?=
 
-FORCE:
-.PHONY: FORCE all modules dropin toolchain setup kernel run test test-debug bench bench-kit bench-publish check cli-docs fmt clean \
-	install install-dropin install-tool uninstall install-dkms install-dkms-dropin deb test-install
-
+# The first rule is the default goal: a bare `make` builds the module.
 all: modules
+
+FORCE:
+.PHONY: FORCE all modules dropin toolchain lib-rust setup kernel run test test-debug bench bench-kit bench-publish check cli-docs fmt clean \
+	install install-dropin install-tool uninstall install-dkms install-dkms-dropin deb test-install
 
 setup:
 	@$(ROOT)/scripts/setup
@@ -101,6 +104,12 @@ $(BUILD)/nvidia-peermem/nvidia-peermem.ko: FORCE
 # The compilers a build against $(KDIR) uses (scripts/kernel-toolchain).
 toolchain:
 	@echo $(KMAKE_VARS)
+
+# The Rust build files of $(KDIR)'s kernel (rust/*.rmeta, rust/*.so, scripts/target.json)
+# where its distribution ships none (Debian): built from the distribution's kernel
+# source package with the kernel's .config and compilers, installed into $(KDIR).
+lib-rust:
+	@$(ROOT)/scripts/lib-rust --kdir $(K)
 
 run: setup
 	@$(ROOT)/scripts/run-demo

@@ -45,6 +45,12 @@ expect_fail() {
     if "$@" >/dev/null 2>&1; then echo "'$*' succeeded, expected a failure"; return 1; fi
 }
 
+# The kernel has KUnit (the test bed's kernels; no distribution kernel does): the
+# suites can run.
+have_kunit() { [ -d /sys/module/kunit ]; }
+# The kernel has DMA-API debugging (its debugfs lists every live mapping).
+have_dma_debug() { [ -f /sys/kernel/debug/dma-api/dump ]; }
+
 # --- the fakes' and peermem's counters (debugfs) ---
 # Fields of "name value" counter files: counter FILE NAME
 counter() { awk -v k="$2" '$1 == k { print $2 }' "$1"; }

@@ -1309,7 +1309,6 @@ EXPORT_SYMBOL_GPL(fake_nv_free);
 /* Processes */
 
 #ifndef FAKE_NV_PROPRIETARY
-MODULE_IMPORT_NS("EXPORTED_FOR_KUNIT_TESTING");	/* mm_alloc */
 
 /* A process on @mm (a reference the caller took, kept by the process), owned by the
  * current tgid, listed; NULL without memory (the reference is then dropped). */
@@ -1334,10 +1333,23 @@ static struct fake_nv_proc *proc_new(struct mm_struct *mm)
 	return p;
 }
 
+/*
+ * A process of its own for a KUnit suite's kernel thread. mm_alloc() is exported for
+ * KUnit only: on a kernel without KUnit (a distribution's) there is no suite to ask.
+ */
+#if IS_ENABLED(CONFIG_KUNIT)
+MODULE_IMPORT_NS("EXPORTED_FOR_KUNIT_TESTING");	/* mm_alloc */
 struct fake_nv_proc *fake_nv_proc_create(void)
 {
 	return proc_new(mm_alloc());
 }
+#else
+struct fake_nv_proc *fake_nv_proc_create(void)
+{
+	pr_err("fake_nv_proc_create: the kernel has no KUnit (mm_alloc is not exported)\n");
+	return NULL;
+}
+#endif
 
 void fake_nv_proc_enter(struct fake_nv_proc *p)
 {
