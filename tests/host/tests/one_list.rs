@@ -24,7 +24,7 @@ fn supported() -> Vec<String> {
         .collect()
 }
 
-/// "7.0, 7.1, 7.2 and 7.3".
+/// "7.0, 7.2 and 7.3".
 fn spoken(list: &[String]) -> String {
     match list {
         [] => String::new(),

@@ -19,7 +19,8 @@ Exit status:
   1   doctor: a check FAILed; status: a debugfs file did not parse
   2   status: the module's debugfs directory is missing
   64  bad usage, or an unreadable --nvidia-smi-output file
-  77  permission denied reading a file only root may read: run as root";
+  77  permission denied reading a file only root may read: run as root
+status --prometheus exits 0 instead of 2 or 77, printing peermem_up 0";
 
 /// Inspect the peermem GPUDirect RDMA module and check a host for it.
 #[derive(Debug, Parser)]
@@ -56,8 +57,10 @@ pub enum Cmd {
         /// `--json`, `--root`.
         #[command(flatten)]
         common: Common,
-        /// Prometheus text format for node_exporter's textfile collector: peermem's
-        /// counters (peermem_*) and the peer-memory core's (peermem_core_*)
+        /// Prometheus text format for node_exporter's textfile collector: peermem_up,
+        /// peermem's counters (peermem_*) and the peer-memory core's (peermem_core_*).
+        /// Where the module's debugfs files cannot be read (module not loaded, debugfs
+        /// not mounted, not root), peermem_up 0, the reason on stderr, and exit 0
         #[arg(long, conflicts_with = "json")]
         prometheus: bool,
     },

@@ -10,7 +10,8 @@
 //!
 //! Exit codes: 0 success (doctor: no FAIL); 1 doctor found a FAIL, or a debugfs file
 //! did not parse; 2 the module's debugfs directory is missing; 64 bad usage; 77 a file
-//! only root may read (run as root).
+//! only root may read (run as root). `status --prometheus` exits 0 where the module's
+//! debugfs files cannot be read (missing or root's), printing `peermem_up 0`.
 //!
 //! The options are defined in `peermem_tool::cli`; `tools/cli-docs` makes the manual
 //! pages and shell completions from them.
@@ -79,6 +80,17 @@ fn status(common: &Common, prometheus: bool) -> ExitCode {
             } else {
                 print!("{}", status::render_text(&s));
             }
+            ExitCode::SUCCESS
+        }
+        // A textfile collector wants metrics and a cron job that goes on whenever
+        // the module is not there to read: `peermem_up 0`, the reason on stderr.
+        Err(e) if prometheus && status::prometheus_down(&e) => {
+            eprintln!("peermem: {e}");
+            let core = status::read_core(&root);
+            print!(
+                "{}",
+                status::render_prometheus_down(status::loaded_module(&root), &core)
+            );
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -610,18 +610,56 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(Stri
     }
 }
 
+/// The help text of `peermem_up`.
+const UP_HELP: &str = "Whether peermem's debugfs counters could be read (1), or not (0: \
+                       the module is not loaded, debugfs is not mounted, or its files \
+                       cannot be read; peermem status says why on stderr)";
+
+/// Whether `status --prometheus` prints [`render_prometheus_down`] and exits 0 on this
+/// error: the counters cannot be read (the module is not loaded, debugfs is not
+/// mounted, or a file cannot be read, root's or missing). A file that did not parse
+/// stays an error.
+pub fn prometheus_down(e: &StatusError) -> bool {
+    match e {
+        StatusError::NoDebugfs { .. }
+        | StatusError::PermissionDenied { .. }
+        | StatusError::Unreadable(_) => true,
+        StatusError::Parse(_) => false,
+    }
+}
+
 /// The node_exporter textfile-collector rendering (Prometheus text format 0.0.4):
-/// peermem's counters as `peermem_<name>_total` (counters) or `peermem_<name>`
-/// (gauges), labelled `{module="..."}` when the loaded module is known; counters the
-/// tool does not know as `untyped`; and the peer-memory core's clients' counters as
-/// `peermem_core_<name>_total{client="..."}` with `peermem_core_client_info`
-/// (its version). Non-numeric values are left out.
+/// `peermem_up 1`; peermem's counters as `peermem_<name>_total` (counters) or
+/// `peermem_<name>` (gauges), labelled `{module="..."}` when the loaded module is
+/// known; counters the tool does not know as `untyped`; and the peer-memory core's
+/// clients' counters as `peermem_core_<name>_total{client="..."}` with
+/// `peermem_core_client_info` (its version). Non-numeric values are left out.
 pub fn render_prometheus(s: &Status, module: Option<&str>, core: &[CoreClient]) -> String {
+    render_prometheus_with(Some(s), module, core)
+}
+
+/// The rendering where the module's counters cannot be read (see
+/// [`prometheus_down`]): `peermem_up 0` (labelled as [`render_prometheus`] labels),
+/// then the peer-memory core's clients as there (the core's own sysfs files, read
+/// without peermem's debugfs).
+pub fn render_prometheus_down(module: Option<&str>, core: &[CoreClient]) -> String {
+    render_prometheus_with(None, module, core)
+}
+
+fn render_prometheus_with(s: Option<&Status>, module: Option<&str>, core: &[CoreClient]) -> String {
     let mut out = String::new();
     let labels = module
         .map(|m| format!("{{module=\"{}\"}}", label_value(m)))
         .unwrap_or_default();
-    for (name, value) in &s.stats.entries {
+    family(
+        &mut out,
+        "peermem_up",
+        "gauge",
+        UP_HELP,
+        &[(labels.clone(), u64::from(s.is_some()))],
+    );
+    let entries = s.map_or(&[][..], |s| &s.stats.entries[..]);
+    for (name, value) in entries {
         let Value::Num(v) = value else { continue };
         let sample = [(labels.clone(), *v)];
         match STAT_HELP.iter().find(|(n, _, _)| n == name) {

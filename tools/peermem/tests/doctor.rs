@@ -216,9 +216,11 @@ fn pin_mode_is_read_from_debugfs_where_sysfs_has_no_parameters() {
 /// source tarball, Ubuntu's rustc-1.93, with which users build against
 /// linux-lib-rust-7.0.0-15-generic); /lib/modules/7.0.0-34-generic/build ->
 /// /usr/src/linux-headers-7.0.0-34-generic (the fixture's links are relative to stay
-/// inside it), its .config, and rust -> ../linux-lib-rust-7.0.0-34-generic/rust
+/// inside it), its .config, scripts/target.json (the flavour tree's own, as
+/// scripts/ubuntu-tree lays it out), and rust -> ../linux-lib-rust-7.0.0-34-generic/rust
 /// (Ubuntu's debian/scripts/link-lib-rust) holding the crates rust/Makefile of Linux
-/// 7.0 builds; Ubuntu's gcc, gcc-15 and rustc-1.93 installed. The driver, module and
+/// 7.0 builds; no scripts/Makefile.build (so doctor asks for the crates every 7.x
+/// module gets); Ubuntu's gcc, gcc-15 and rustc-1.93 installed. The driver, module and
 /// `nvidia-smi -q` files are the former 6.14 fixture's (tests/fixtures/kernel-6.14).
 /// driver-530, missing-core, nvidia-own-peermem, old-driver-510 and
 /// proprietary-driver run on the same Ubuntu layout. All six have the same PCIe and
@@ -239,11 +241,11 @@ fn h100_with_dropin_is_ready() {
             "kernel-rust",
             "CONFIG_RUST=y (from /boot/config-7.0.0-34-generic); \
              /lib/modules/7.0.0-34-generic/build has the kernel's Rust crates \
-             (rust/*.rmeta, rust/libmacros.so)",
+             (rust/*.rmeta, rust/libmacros.so) and scripts/target.json",
         ),
         (
             "kernel-release",
-            "Linux 7.0 (7.0.0-34-generic): peermem supports Linux 7.0, 7.1, 7.2, 7.3",
+            "Linux 7.0 (7.0.0-34-generic): peermem supports Linux 7.0, 7.2, 7.3",
         ),
         (
             "app-detection",
@@ -402,7 +404,8 @@ fn text_and_json_rendering() {
         json!({"id": "kernel-rust", "verdict": "OK",
                "detail": "CONFIG_RUST=y (from /boot/config-7.0.0-34-generic); \
                           /lib/modules/7.0.0-34-generic/build has the kernel's Rust crates \
-                          (rust/*.rmeta, rust/libmacros.so)", "fix": null})
+                          (rust/*.rmeta, rust/libmacros.so) and scripts/target.json",
+               "fix": null})
     );
     let failed = json_check(&v, "nvidia-driver");
     assert_eq!(failed["verdict"], json!("FAIL"));
@@ -524,15 +527,32 @@ fn an_unsupported_kernel_fails_with_the_supported_list() {
     let c = first_fail(&r, "kernel-release");
     assert_eq!(
         c.detail,
-        "Linux 6.14 (6.14.0-rust) is not supported: peermem supports Linux 7.0, 7.1, 7.2, 7.3"
+        "Linux 6.14 (6.14.0-rust) is not supported: peermem supports Linux 7.0, 7.2, 7.3"
     );
-    assert!(fix(c).contains("Linux 7.0, 7.1, 7.2, 7.3"));
+    assert!(fix(c).contains("Linux 7.0, 7.2, 7.3"));
     assert!(!r.ready());
     // Its build tree is not recorded; the loaded module makes that a warning.
     assert_eq!(verdict(&r, "kernel-rust"), Verdict::Warn);
     // Right after kernel-rust.
     assert_eq!(r.checks[0].id, "kernel-rust");
     assert_eq!(r.checks[1].id, "kernel-release");
+}
+
+/// Linux 7.1 lies between supported releases but is not one: the test bed neither
+/// builds nor tests it. healthy-h100 with its release changed to a 7.1 kernel's.
+#[test]
+fn linux_7_1_is_not_supported() {
+    let dir = Scratch::copy_of("healthy-h100", "linux-7.1");
+    write(&dir, "/proc/sys/kernel/osrelease", "7.1.0-rust\n");
+    let r = run_at(&dir);
+    let c = expect_detail(
+        &r,
+        "kernel-release",
+        Verdict::Fail,
+        "Linux 7.1 (7.1.0-rust) is not supported: peermem supports Linux 7.0, 7.2, 7.3",
+    );
+    assert!(fix(c).contains("boot a Linux 7.0, 7.2, 7.3 kernel"));
+    assert!(!r.ready());
 }
 
 /// Recorded on the lent GPU host (2026-11-26): Ubuntu 24.04 userland under a
@@ -584,7 +604,10 @@ fn ubuntu_without_lib_rust_names_the_package() {
     assert!(c.detail.contains("(its rust link is dangling)"), "{c:?}");
     assert!(
         c.detail.ends_with(
-            "rust/libcore.rmeta, rust/libkernel.rmeta, rust/libpin_init.rmeta, rust/libmacros.so"
+            ": rust/libcore.rmeta, rust/libcompiler_builtins.rmeta, rust/libffi.rmeta, \
+             rust/libbindings.rmeta, rust/libuapi.rmeta, rust/libbuild_error.rmeta, \
+             rust/libmacros.so, rust/libpin_init.rmeta, rust/libpin_init_internal.so, \
+             rust/libkernel.rmeta"
         ),
         "{c:?}"
     );
@@ -612,6 +635,170 @@ fn ubuntu_without_headers_names_both_packages() {
     assert_eq!(
         c.fix.as_deref(),
         Some("apt install linux-headers-7.0.0-34-generic linux-lib-rust-7.0.0-34-generic")
+    );
+}
+
+/// Ubuntu's scripts/target.json is the headers' (linux-headers-<release>, a file of
+/// the flavour tree: scripts/ubuntu-tree), not linux-lib-rust's: without it rustc
+/// cannot build for x86 (`target file ".../scripts/target.json" does not exist`).
+#[test]
+fn ubuntu_without_target_json_names_the_headers_package() {
+    let dir = Scratch::copy_of("ubuntu-26.04-lib-rust", "no-target-json");
+    std::fs::remove_file(dir.join("usr/src/linux-headers-7.0.0-34-generic/scripts/target.json"))
+        .unwrap();
+    let r = run_at(&dir);
+    let c = expect(&r, "kernel-rust", Verdict::Fail);
+    assert!(c.detail.ends_with(": scripts/target.json"), "{c:?}");
+    let fix = fix(c);
+    assert!(fix.contains("linux-headers-7.0.0-34-generic"), "{fix}");
+    assert!(!fix.contains("linux-lib-rust"), "{fix}");
+    // Only x86 builds against target.json (arch/x86/Makefile): the same tree
+    // configured for arm64 needs none.
+    for f in [
+        "boot/config-7.0.0-34-generic",
+        "usr/src/linux-headers-7.0.0-34-generic/.config",
+    ] {
+        let text = std::fs::read_to_string(dir.join(f)).unwrap();
+        let arm = text
+            .replace("CONFIG_X86_64=y\n", "")
+            .replace("CONFIG_X86=y\n", "CONFIG_ARM64=y\n");
+        std::fs::write(dir.join(f), arm).unwrap();
+    }
+    expect(&run_at(&dir), "kernel-rust", Verdict::Ok);
+}
+
+/// The fix of a Debian host whose kernel's Rust build files are missing: Debian
+/// ships none, peermem's `make lib-rust` builds them from the kernel's sources.
+const DEBIAN_LIB_RUST_FIX: &str = "apt install linux-source-7.3, then run `sudo make lib-rust` \
+     in peermem's source tree (it builds the kernel's Rust build files from \
+     linux-source-7.3; docs/install.md)";
+
+/// A Debian 13 (trixie) host on the trixie-backports kernel 7.3.4+deb13-amd64
+/// (CONFIG_RUST=y; built with gcc-14, "x86_64-linux-gnu-gcc-14 (Debian 14.2.0-19)
+/// 14.2.0", and rustc 1.85.1) with linux-headers-7.3.4+deb13-amd64 installed, which
+/// has no Rust build files: /lib/modules/7.3.4+deb13-amd64/build ->
+/// /usr/src/linux-headers-7.3.4+deb13-amd64 (the fixture's links are relative to stay
+/// inside it), its .config, and scripts -> ../../lib/linux-kbuild-7.3/scripts (the
+/// linux-kbuild-7.3 package), whose Makefile.build is an excerpt of Linux 7.3's
+/// (tests/fixtures/makefile-build/7.3: `--extern pin_init --extern kernel --extern
+/// zerocopy --extern zerocopy_derive`). gcc-14 and rustc 1.85.1 installed. No GPU,
+/// driver or module files: only the kernel checks are judged.
+#[test]
+fn debian_13_without_rust_files_names_lib_rust() {
+    let r = run("debian-13-no-lib-rust");
+    let c = first_fail(&r, "kernel-rust");
+    assert!(
+        c.detail.starts_with(
+            "CONFIG_RUST=y (from /boot/config-7.3.4+deb13-amd64), but the build tree \
+             /lib/modules/7.3.4+deb13-amd64/build lacks the Rust files out-of-tree Rust \
+             modules are built against: rust/libcore.rmeta, "
+        ),
+        "{c:?}"
+    );
+    for f in [
+        "rust/libkernel.rmeta",
+        "rust/libmacros.so",
+        "rust/libpin_init_internal.so",
+        "rust/libzerocopy.rmeta",
+        "rust/libzerocopy_derive.so",
+    ] {
+        assert!(c.detail.contains(f), "{f}: {c:?}");
+    }
+    assert!(c.detail.ends_with(", scripts/target.json"), "{c:?}");
+    assert_eq!(c.fix.as_deref(), Some(DEBIAN_LIB_RUST_FIX));
+    expect_detail(
+        &r,
+        "kernel-release",
+        Verdict::Ok,
+        "Linux 7.3 (7.3.4+deb13-amd64): peermem supports Linux 7.0, 7.2, 7.3",
+    );
+    expect(&r, "toolchain", Verdict::Ok);
+}
+
+/// The same Debian 13 host after `sudo make lib-rust`: the kernel's crates in the
+/// headers tree's rust/ (the ten every module gets and 7.3's zerocopy and
+/// zerocopy_derive), scripts/target.json through the scripts link, in
+/// /usr/lib/linux-kbuild-7.3/scripts.
+#[test]
+fn debian_13_with_lib_rust_builds() {
+    let r = run("debian-13-lib-rust");
+    expect_detail(
+        &r,
+        "kernel-rust",
+        Verdict::Ok,
+        "CONFIG_RUST=y (from /boot/config-7.3.4+deb13-amd64); \
+         /lib/modules/7.3.4+deb13-amd64/build has the kernel's Rust crates (rust/*.rmeta, \
+         rust/libmacros.so) and scripts/target.json",
+    );
+    expect(&r, "kernel-release", Verdict::Ok);
+    expect(&r, "toolchain", Verdict::Ok);
+}
+
+/// Debian 13 without linux-headers: the headers package, then lib-rust.
+#[test]
+fn debian_without_headers_names_the_headers_package() {
+    let dir = Scratch::copy_of("debian-13-no-lib-rust", "debian-no-headers");
+    std::fs::remove_file(dir.join("lib/modules/7.3.4+deb13-amd64/build")).unwrap();
+    let r = run_at(&dir);
+    let c = expect(&r, "kernel-rust", Verdict::Fail);
+    assert!(
+        c.detail
+            .ends_with("the kernel's build tree /lib/modules/7.3.4+deb13-amd64/build is missing"),
+        "{c:?}"
+    );
+    assert_eq!(
+        fix(c),
+        "apt install linux-headers-7.3.4+deb13-amd64 linux-source-7.3, then run `sudo make \
+         lib-rust` in peermem's source tree (it builds the kernel's Rust build files from \
+         linux-source-7.3; docs/install.md)"
+    );
+}
+
+/// The crates a module is built against are the build tree's scripts/Makefile.build's
+/// `--extern`s, whatever the release: 7.3's names zerocopy and zerocopy_derive (a
+/// proc macro: its .so), 7.0's does not (tests/fixtures/makefile-build/).
+#[test]
+fn the_build_trees_makefile_names_the_crates() {
+    let debian_rust = "usr/src/linux-headers-7.3.4+deb13-amd64/rust";
+    // A 7.3 tree without zerocopy_derive's proc macro.
+    let dir = Scratch::copy_of("debian-13-lib-rust", "no-zerocopy-derive");
+    std::fs::remove_file(dir.join(debian_rust).join("libzerocopy_derive.so")).unwrap();
+    let r = run_at(&dir);
+    let c = expect(&r, "kernel-rust", Verdict::Fail);
+    assert!(
+        c.detail
+            .ends_with("built against: rust/libzerocopy_derive.so"),
+        "{c:?}"
+    );
+    assert_eq!(c.fix.as_deref(), Some(DEBIAN_LIB_RUST_FIX));
+    // A tree whose Makefile.build is 7.0's: no zerocopy files needed.
+    let dir = Scratch::copy_of("debian-13-lib-rust", "makefile-7.0");
+    std::fs::copy(
+        fixture("makefile-build/7.0"),
+        dir.join("usr/lib/linux-kbuild-7.3/scripts/Makefile.build"),
+    )
+    .unwrap();
+    for f in ["libzerocopy.rmeta", "libzerocopy_derive.so"] {
+        std::fs::remove_file(dir.join(debian_rust).join(f)).unwrap();
+    }
+    expect(&run_at(&dir), "kernel-rust", Verdict::Ok);
+    // Ubuntu's 7.0 tree with 7.0's Makefile.build is fine; with one naming zerocopy
+    // (as 7.3's does), the zerocopy files are missing.
+    let dir = Scratch::copy_of("ubuntu-26.04-lib-rust", "ubuntu-makefile");
+    let makefile = dir.join("usr/src/linux-headers-7.0.0-34-generic/scripts/Makefile.build");
+    std::fs::copy(fixture("makefile-build/7.0"), &makefile).unwrap();
+    expect(&run_at(&dir), "kernel-rust", Verdict::Ok);
+    std::fs::copy(fixture("makefile-build/7.3"), &makefile).unwrap();
+    let r = run_at(&dir);
+    let c = expect(&r, "kernel-rust", Verdict::Fail);
+    assert!(
+        c.detail
+            .ends_with(": rust/libzerocopy.rmeta, rust/libzerocopy_derive.so"),
+        "{c:?}"
+    );
+    assert_eq!(
+        c.fix.as_deref(),
+        Some("apt install linux-lib-rust-7.0.0-34-generic")
     );
 }
 
@@ -693,16 +880,22 @@ fn permission_denied_asks_for_root() {
     assert_eq!(doctor::permission_denied(&root), None);
 }
 
-/// Linux 7.3 hands modules two more crates (`--extern zerocopy --extern
-/// zerocopy_derive`, 7.3's scripts/Makefile.build): a 7.3 build tree without them
-/// cannot build peermem. The toolchain-clang-19-only host (Debian 12, the dev kernel
-/// 7.3.4 built in /usr/src/linux-source-7.3, Debian's linux-source-7.3 unpacked; `make
-/// modules_install` links /lib/modules/7.3.4/build there), no Ubuntu package to name.
+/// A self-built kernel's tree: the toolchain-clang-19-only host (Debian 12, the dev
+/// kernel 7.3.4 built in /usr/src/linux-source-7.3, Debian's linux-source-7.3
+/// unpacked; `make modules_install` links /lib/modules/7.3.4/build there), whose
+/// scripts/Makefile.build is 7.3's. Its release is no Debian package's: the files are
+/// named, no package.
 #[test]
-fn linux_7_3_build_trees_need_the_zerocopy_crates() {
+fn a_self_built_7_3_tree_needs_what_its_makefile_names() {
     let dir = Scratch::copy_of("toolchain-clang-19-only", "zerocopy");
     let tree = dir.join("usr/src/linux-source-7.3");
     std::fs::create_dir_all(tree.join("rust")).unwrap();
+    std::fs::create_dir_all(tree.join("scripts")).unwrap();
+    std::fs::copy(
+        fixture("makefile-build/7.3"),
+        tree.join("scripts/Makefile.build"),
+    )
+    .unwrap();
     std::fs::create_dir_all(dir.join("lib/modules/7.3.4")).unwrap();
     std::os::unix::fs::symlink(
         "../../../usr/src/linux-source-7.3",
@@ -714,22 +907,80 @@ fn linux_7_3_build_trees_need_the_zerocopy_crates() {
     }
     let r = run_at(&dir);
     let c = check(&r, "kernel-rust").clone();
-    for f in ["rust/libzerocopy.rmeta", "rust/libzerocopy_derive.so"] {
+    for f in [
+        "rust/libzerocopy.rmeta",
+        "rust/libzerocopy_derive.so",
+        "scripts/target.json",
+    ] {
         std::fs::write(tree.join(f), "").unwrap();
     }
     let fixed = run_at(&dir);
     assert_eq!(c.verdict, Verdict::Fail, "{c:?}");
     assert!(
         c.detail
-            .ends_with(": rust/libzerocopy.rmeta, rust/libzerocopy_derive.so"),
+            .ends_with(": rust/libzerocopy.rmeta, rust/libzerocopy_derive.so, scripts/target.json"),
         "{c:?}"
     );
-    assert!(!fix(&c).contains("apt"), "{c:?}");
+    let fix = fix(&c);
+    assert!(!fix.contains("apt"), "{fix}");
+    assert!(
+        fix.contains(
+            "/lib/modules/7.3.4/build/rust and /lib/modules/7.3.4/build/scripts/target.json"
+        ),
+        "{fix}"
+    );
     assert_eq!(verdict(&fixed, "kernel-rust"), Verdict::Ok);
     assert_eq!(verdict(&fixed, "kernel-release"), Verdict::Ok);
-    // 7.0 trees do not need them.
+}
+
+/// The list of files, as peermem's Kbuild computes it: the fixed crates, each
+/// `--extern` of scripts/Makefile.build (proc macros by name: `macros`, `*_internal`,
+/// `*_derive`), scripts/target.json on x86.
+#[test]
+fn rust_build_files_follow_the_makefiles_externs() {
+    let files: Vec<String> = doctor::RUST_CRATES
+        .iter()
+        .map(|c| doctor::rust_crate_file(c))
+        .collect();
+    assert_eq!(files, doctor::RUST_BUILD_FILES);
+    for (name, file) in [
+        ("kernel", "rust/libkernel.rmeta"),
+        ("macros", "rust/libmacros.so"),
+        ("pin_init_internal", "rust/libpin_init_internal.so"),
+        ("zerocopy_derive", "rust/libzerocopy_derive.so"),
+        ("zerocopy", "rust/libzerocopy.rmeta"),
+    ] {
+        assert_eq!(doctor::rust_crate_file(name), file, "{name}");
+    }
+    let read = |v: &str| std::fs::read_to_string(fixture("makefile-build").join(v)).unwrap();
+    let (m70, m73) = (read("7.0"), read("7.3"));
+    assert_eq!(doctor::module_externs(&m70), ["pin_init", "kernel"]);
     assert_eq!(
-        doctor::rust_build_files(Some((7, 0))),
+        doctor::module_externs(&m73),
+        ["pin_init", "kernel", "zerocopy", "zerocopy_derive"]
+    );
+    // Options and paths are not names; make variables and comments are skipped.
+    assert_eq!(
+        doctor::module_externs(
+            "\t--extern force:alloc --extern=ffi=rust/libffi.rmeta --extern $(x) \\\n\
+             # --extern commented\n\t--extern kernel --extern kernel\n"
+        ),
+        ["alloc", "ffi", "kernel"]
+    );
+    // No Makefile.build (or 7.0's): the fixed crates, pin_init and kernel among them.
+    assert_eq!(
+        doctor::rust_build_files(None, false),
         doctor::RUST_BUILD_FILES
     );
+    assert_eq!(
+        doctor::rust_build_files(Some(&m70), false),
+        doctor::RUST_BUILD_FILES
+    );
+    let mut want: Vec<&str> = doctor::RUST_BUILD_FILES.to_vec();
+    want.extend([
+        "rust/libzerocopy.rmeta",
+        "rust/libzerocopy_derive.so",
+        doctor::TARGET_JSON,
+    ]);
+    assert_eq!(doctor::rust_build_files(Some(&m73), true), want);
 }

@@ -114,14 +114,17 @@ fn validate(text: &str) -> usize {
 }
 
 /// status-empty: the module just loaded (every counter 0, as its debugfs `stats`
-/// prints them in its order, sg_lists_now included); no /sys/module in the tree, so
-/// no module label.
+/// prints them in its order, sg_lists_now included); `peermem_up 1` first; no
+/// /sys/module in the tree, so no module label.
 #[test]
 fn a_fresh_module_renders_every_counter() {
     assert_renders(
         "status-empty",
-        17,
+        18,
         "\
+# HELP peermem_up Whether peermem's debugfs counters could be read (1), or not (0: the module is not loaded, debugfs is not mounted, or its files cannot be read; peermem status says why on stderr)
+# TYPE peermem_up gauge
+peermem_up 1
 # HELP peermem_registrations_total Registrations of GPU memory peermem claimed
 # TYPE peermem_registrations_total counter
 peermem_registrations_total 0
@@ -183,8 +186,11 @@ peermem_refused_no_memory_total 0
 fn unknown_counters_are_untyped() {
     assert_renders(
         "status-unknown-counter",
-        6,
+        7,
         "\
+# HELP peermem_up Whether peermem's debugfs counters could be read (1), or not (0: the module is not loaded, debugfs is not mounted, or its files cannot be read; peermem status says why on stderr)
+# TYPE peermem_up gauge
+peermem_up 1
 # HELP peermem_registrations_total Registrations of GPU memory peermem claimed
 # TYPE peermem_registrations_total counter
 peermem_registrations_total 5
@@ -216,7 +222,8 @@ fn samples_name_the_loaded_module() {
         "# TYPE peermem_bytes_pinned_now gauge\npeermem_bytes_pinned_now{module=\"nvidia_peermem\"} 3145728\n"
     ));
     assert!(text.contains("\npeermem_registrations_total{module=\"nvidia_peermem\"} 3\n"));
-    assert_eq!(validate(&text), 16);
+    assert!(text.contains("\n# TYPE peermem_up gauge\npeermem_up{module=\"nvidia_peermem\"} 1\n"));
+    assert_eq!(validate(&text), 1 + 16);
     assert!(!text.contains("peermem_core_"));
 }
 
@@ -301,7 +308,7 @@ peermem_core_free_callbacks_total{client=\"nv_mem\"} 0
 peermem_core_free_callbacks_total{client=\"nv_mem_nc\"} 0
 "
     );
-    assert_eq!(validate(&text), 16 + 2 + 14);
+    assert_eq!(validate(&text), 1 + 16 + 2 + 14);
 }
 
 #[test]
@@ -334,13 +341,95 @@ fn prometheus_and_json_exclude_each_other() {
         arg(&fixture("status-empty")),
     ]);
     assert_eq!(out.status.code(), Some(64));
-    // Without debugfs, --prometheus fails as status does.
+}
+
+/// status-not-loaded: a host where debugfs is mounted (other entries there) and
+/// nvidia.ko and ib_core are loaded, but no peermem module. A textfile collector
+/// still gets exposition text, `peermem_up 0`, and exit 0 (a cron job's `&& mv`
+/// goes ahead); the reason is one line on stderr.
+#[test]
+fn a_host_without_the_module_exports_peermem_up_0() {
+    let out = peermem(&[
+        "status",
+        "--prometheus",
+        "--root",
+        arg(&fixture("status-not-loaded")),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
+    assert_eq!(validate(&stdout), 1, "{stdout}");
+    assert!(
+        stdout.contains("\n# TYPE peermem_up gauge\npeermem_up 0\n"),
+        "{stdout}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("peermem: "), "{stderr}");
+    assert!(stderr.contains("not loaded"), "{stderr}");
+}
+
+/// The other ways the counters cannot be read give `peermem_up 0` too, labelled with
+/// the module where /sys/module shows it: debugfs not mounted (status-no-debugfs,
+/// peermem loaded), a file only root may read (injected through the root; the binary
+/// as a user other than root is tests/status.rs's), a file missing. The peer-memory
+/// core's clients are still exported. A file that does not parse still fails (exit 1,
+/// no metrics).
+#[test]
+fn unreadable_counters_are_peermem_up_0_too() {
     let out = peermem(&[
         "status",
         "--prometheus",
         "--root",
         arg(&fixture("status-no-debugfs")),
     ]);
-    assert_eq!(out.status.code(), Some(2));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(validate(&stdout), 1, "{stdout}");
+    assert!(
+        stdout.ends_with("\n# TYPE peermem_up gauge\npeermem_up{module=\"peermem\"} 0\n"),
+        "{stdout}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("debugfs is not mounted"), "{stderr}");
+
+    let denied = Root::new(fixture("healthy-dev-vm")).deny("/sys/kernel/debug");
+    let e = status::read(&denied).unwrap_err();
+    assert!(status::prometheus_down(&e), "{e}");
+
+    let dir = Scratch::copy_of("status-empty", "no-pins");
+    std::fs::remove_file(dir.join("sys/kernel/debug/peermem/pins")).unwrap();
+    write(&dir, "/sys/kernel/mm/memory_peers/nv_mem/version", "2.0\n");
+    write(
+        &dir,
+        "/sys/kernel/mm/memory_peers/nv_mem/num_alloc_mrs",
+        "4\n",
+    );
+    let out = peermem(&["status", "--prometheus", "--root", arg(&dir)]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(validate(&stdout), 3, "{stdout}");
+    assert!(stdout.contains("\npeermem_up 0\n"), "{stdout}");
+    assert!(
+        stdout.contains("\npeermem_core_client_info{client=\"nv_mem\",version=\"2.0\"} 1\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with("\npeermem_core_alloc_mrs_total{client=\"nv_mem\"} 4\n"),
+        "{stdout}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"));
+
+    let out = peermem(&[
+        "status",
+        "--prometheus",
+        "--root",
+        arg(&fixture("status-bad-pins")),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty());
 }

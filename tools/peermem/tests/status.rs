@@ -285,8 +285,8 @@ fn permission_denied_is_not_a_missing_module() {
     assert_eq!(bad.exit_code(), 1);
 }
 
-/// The binary as a user other than root on a tree whose debugfs is mode 000: as
-/// root, through setpriv (util-linux) to uid/gid 65534; skipped where neither works.
+/// The binary as a user other than root on a tree whose debugfs is mode 000 (exit 77;
+/// with --prometheus, `peermem_up 0` and exit 0): as root, through setpriv (util-linux) to uid/gid 65534; skipped where neither works.
 #[test]
 fn binary_exits_77_without_permission() {
     let Some(argv) = unprivileged() else {
@@ -317,6 +317,7 @@ fn binary_exits_77_without_permission() {
     };
     let out = as_user(&["status", "--root", dir.to_str().unwrap()]);
     let doctor = as_user(&["doctor", "--no-nvidia-smi", "--root", dir.to_str().unwrap()]);
+    let prometheus = as_user(&["status", "--prometheus", "--root", dir.to_str().unwrap()]);
     mode(&dir.join("sys/kernel/debug"), 0o755);
     std::fs::remove_dir_all(&dir).unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -330,6 +331,14 @@ fn binary_exits_77_without_permission() {
     assert_eq!(doctor.status.code(), Some(77), "{stderr}");
     assert!(stderr.contains("run it as root"), "{stderr}");
     assert!(doctor.stdout.is_empty());
+    // --prometheus: peermem_up 0 and exit 0, the same reason on stderr.
+    let stderr = String::from_utf8_lossy(&prometheus.stderr);
+    assert_eq!(prometheus.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("permission denied reading /sys/kernel/debug/peermem"),
+        "{stderr}"
+    );
+    assert!(String::from_utf8_lossy(&prometheus.stdout).ends_with("\npeermem_up 0\n"));
 }
 
 /// The command line that runs the binary as a user other than root (the binary

@@ -16,8 +16,8 @@ mod toolchain;
 
 pub use gpu::is_geforce;
 pub use kernel::{
-    release_version, rust_build_files, supported_kernels, supported_list, Config, RUST_BUILD_FILES,
-    SUPPORTED_KERNELS_FILE,
+    module_externs, release_version, rust_build_files, rust_crate_file, supported_kernels,
+    supported_list, Config, RUST_BUILD_FILES, RUST_CRATES, SUPPORTED_KERNELS_FILE, TARGET_JSON,
 };
 pub use logs::{kernel_log, DMESG_FILE};
 pub use pcie::{acs_control, acs_flags, acs_redirects, Acs, Level, ACS_CAP_ID};
