@@ -123,8 +123,9 @@ refusal "no pahole: the kernel's .config does not hold" "rm -f /usr/bin/pahole" 
 # ---------------------------------------------------------------- the build names what is missing
 # The module's source as an admin has it (a copy: build outputs stay apart).
 src=$out/src
-rm -rf "$src"; mkdir -p "$src"
-(cd "$ROOT" && tar -cf - Makefile Kbuild VERSION SUPPORTED_KERNELS src include bindings scripts packaging) |
+# (cargo's objects, target/, are kept between runs.)
+mkdir -p "$src"; find "$src" -mindepth 1 -maxdepth 1 ! -name target -exec rm -rf {} +
+(cd "$ROOT" && tar --exclude=./build --exclude=./target --exclude=./.git -cf - .) |
 	tar -xf - -C "$src"
 k=$(root_path "$kdir")
 tj=$(root_path "$kdir/scripts/target.json")
@@ -139,29 +140,58 @@ check "... and compiles nothing" bash -c "! ls '$src'/build/peermem/src/*.o >/de
 # ---------------------------------------------------------------- make, make dropin, dkms
 # The running kernel of the root is Debian's: uname -r answers its release.
 uname_setup="printf '#!/bin/sh\ncase \"\$1\" in -r) echo $abi ;; *) exec /usr/bin/uname \"\$@\" ;; esac\n' > /usr/local/bin/uname && chmod 755 /usr/local/bin/uname"
-"$ROOT/scripts/deb" "$S/debs" >"$S/deb.log" 2>&1 || { bad "make deb"; tail -n 20 "$S/deb.log"; }
-cp -r "$S/debs" "$out/debs"
 cat > "$out/builds.sh" <<EOF
 set -u
 cd "$src"
 echo "== uname -r: \$(uname -r)"
 make W=e >"$out/make.log" 2>&1; echo "== make: \$?"
 make dropin W=e >"$out/make-dropin.log" 2>&1; echo "== make dropin: \$?"
+# Debian's cargo (1.85) builds the tool; the crates and objects are kept between runs.
+# (The root trusts the host's certificate authorities: scripts/debian-root.)
+[ ! -f /etc/ssl/certs/peermem-host-ca.crt ] || export CARGO_HTTP_CAINFO=/etc/ssl/certs/peermem-host-ca.crt
+CARGO_HOME=$out/cargo-home make deb >"$out/make-deb.log" 2>&1
+echo "== make deb: \$?"
+# The README's path without packages: make && sudo make install (the tool built by
+# cargo again, its objects there already), with a Machine Owner Key set up, then make
+# uninstall. Debian's Kbuild compresses the module (.ko.xz) and skips depmod (no
+# System.map in the headers).
+PEERMEM_SIGN_KEY=$out/mok.key PEERMEM_SIGN_CERT=$out/mok.der CARGO_HOME=$out/cargo-home \
+	make install >"$out/make-install.log" 2>&1; echo "== make install: \$?"
+for f in /lib/modules/$abi/extra/peermem.ko.xz /etc/modules-load.d/peermem.conf /usr/local/sbin/peermem; do
+	[ -e "\$f" ] && echo "== installed: \$f"
+done
+xz -dc /lib/modules/$abi/extra/peermem.ko.xz | tail -c 28 | grep -q "Module signature appended" && echo "== signed"
+grep -q '^extra/peermem.ko.xz:' /lib/modules/$abi/modules.dep && echo "== depmod knows it"
+make uninstall >>"$out/make-install.log" 2>&1; echo "== make uninstall: \$?"
+[ -e /lib/modules/$abi/extra/peermem.ko.xz ] || echo "== uninstalled"
 for p in peermem-dkms peermem-dropin-dkms; do
-	dpkg -i "$out/debs/\${p}_${VERSION}_amd64.deb" >"$out/dpkg-\$p.log" 2>&1; echo "== dpkg -i \$p: \$?"
+	dpkg -i "$src/build/deb/\${p}_${VERSION}_amd64.deb" >"$out/dpkg-\$p.log" 2>&1; echo "== dpkg -i \$p: \$?"
 	dkms status >>"$out/dpkg-\$p.log" 2>&1
 	find /var/lib/dkms -name make.log -exec cat {} + >"$out/dkms-\$p-make.log" 2>&1
 	find /lib/modules/$abi -name '*peermem*.ko*' >>"$out/dpkg-\$p.log"
 	dpkg --purge "\$p" >>"$out/dpkg-\$p.log" 2>&1; echo "== dpkg --purge \$p: \$?"
 done
 EOF
+openssl req -new -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=peermem-test-mok \
+	-keyout "$out/mok.key" -outform DER -out "$out/mok.der" >/dev/null 2>&1 || bad "a test Machine Owner Key (openssl)"
 res=$(PEERMEM_IN_ROOT_SETUP=$uname_setup in_root --overlay bash "$out/builds.sh" 2>&1)
 echo "$res" > "$out/builds.out"
 expect "the root's running kernel is Debian's" "$(sed -n 's/^== uname -r: //p' <<<"$res")" "$abi"
+expect "make deb with Debian's cargo $(sed 's/^/ /' "$droot/.peermem-packages" | awk '$1 == "cargo" {print $2}') exits 0" \
+	"$(sed -n 's/^== make deb: //p' <<<"$res")" 0
+[ "$(sed -n 's/^== make deb: //p' <<<"$res")" = 0 ] || tail -n 20 "$out/make-deb.log"
 for step in "make" "make dropin"; do
 	expect "$step W=e (warnings as errors) exits 0" "$(sed -n "s/^== $step: //p" <<<"$res")" 0
 done
 [ "$(sed -n 's/^== make: //p' <<<"$res")" = 0 ] || tail -n 20 "$out/make.log"
+expect "sudo make install exits 0" "$(sed -n 's/^== make install: //p' <<<"$res")" 0
+for f in /lib/modules/$abi/extra/peermem.ko.xz /etc/modules-load.d/peermem.conf /usr/local/sbin/peermem; do
+	has "make install installed $f" "$res" "== installed: $f"
+done
+has "make install signed the compressed module with the Machine Owner Key" "$res" "== signed"
+has "make install ran depmod (modules.dep lists the module)" "$res" "== depmod knows it"
+expect "sudo make uninstall exits 0" "$(sed -n 's/^== make uninstall: //p' <<<"$res")" 0
+has "make uninstall removed the module" "$res" "== uninstalled"
 check "a bare make built peermem.ko" test -f "$src/build/peermem/peermem.ko"
 check "make dropin built nvidia-peermem.ko" test -f "$src/build/nvidia-peermem/nvidia-peermem.ko"
 expect "its vermagic is Debian's kernel's" "$(modinfo -F vermagic "$src/build/peermem/peermem.ko" 2>/dev/null | awk '{print $1}')" "$abi"

@@ -229,7 +229,7 @@ impl Results {
 pub fn human_size(bytes: u64) -> String {
     const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
     for (unit, name) in UNITS {
-        if bytes >= unit && bytes.is_multiple_of(unit) {
+        if bytes >= unit && bytes % unit == 0 {
             return format!("{} {name}", bytes / unit);
         }
     }
