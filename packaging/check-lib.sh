@@ -50,3 +50,17 @@ ns_scratch() {
 	mkdir -p "/lib/modules/$kver"
 	ln -s "$k" "/lib/modules/$kver/build"
 }
+
+# vm_summary LABEL MANIFEST LOG: tools/ktap-summary's verdict on the console LOG of a VM
+# run against MANIFEST: its lines printed, its counts added to the script's; a run it
+# cannot read is a failure. Needs ROOT (the clone).
+vm_summary() {
+	local label=$1 manifest=$2 vmlog=$3 sum l p f
+	sum=$(cd "$ROOT" && cargo run --quiet -p ktap-summary -- --manifest "$manifest" --label "$label" "$vmlog" 2>&1)
+	grep -E '^(ok|not ok) ' <<<"$sum"
+	l=$(tail -n 1 <<<"$sum")
+	p=$(sed -nE "s/^$label: ([0-9]+) passed, ([0-9]+) failed.*/\1/p" <<<"$l")
+	f=$(sed -nE "s/^$label: ([0-9]+) passed, ([0-9]+) failed.*/\2/p" <<<"$l")
+	if [ -n "$p" ]; then passed=$((passed + p)); failed=$((failed + f))
+	else bad "the VM run ($label)"; tail -n 20 "$vmlog"; fi
+}

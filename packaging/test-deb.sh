@@ -73,14 +73,7 @@ if [ -z "${PEERMEM_DEB_SCRATCH:-}" ]; then
 		"$ROOT/scripts/qemu-run" --kernel "$kdir" --plan "$ROOT/tests/qemu/plans/deb.sh" \
 			--log "$S/vm.log" --timeout "${PEERMEM_VM_TIMEOUT:-600}" --kunit-filter none \
 			--rootfs "$r" --file "$ROOT/VERSION" >/dev/null 2>&1
-		(cd "$ROOT" && cargo run --quiet -p ktap-summary -- --manifest tests/qemu/plans/deb.manifest \
-			--label deb "$S/vm.log") > "$S/summary.txt" 2>&1
-		grep -E '^(ok|not ok) ' "$S/summary.txt"
-		l=$(tail -n 1 "$S/summary.txt")
-		p=$(sed -nE 's/^deb: ([0-9]+) passed, ([0-9]+) failed.*/\1/p' <<<"$l")
-		f=$(sed -nE 's/^deb: ([0-9]+) passed, ([0-9]+) failed.*/\2/p' <<<"$l")
-		if [ -n "$p" ]; then passed=$((passed + p)); failed=$((failed + f))
-		else bad "the dev VM boot of the installed tree"; tail -n 20 "$S/vm.log"; fi
+		vm_summary deb tests/qemu/plans/deb.manifest "$S/vm.log"
 	else
 		bad "no installed tree to boot"
 	fi

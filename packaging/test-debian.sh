@@ -228,12 +228,5 @@ echo "debian-7.3: booted $booted"
 has "QEMU booted Debian's kernel $abi, package version $ver" "$booted" "Linux version $abi"
 has "... built by Debian with gcc-14" "$booted" "gcc-14"
 has "... of package version $ver" "$booted" "Debian $ver"
-(cd "$ROOT" && cargo run --quiet -p ktap-summary -- --manifest tests/qemu/plans/nokunit.manifest \
-	--label debian-7.3 "$out/vm.log") > "$out/summary.txt" 2>&1
-grep -E '^(ok|not ok) ' "$out/summary.txt"
-l=$(tail -n 1 "$out/summary.txt")
-p=$(sed -nE 's/^debian-7.3: ([0-9]+) passed, ([0-9]+) failed.*/\1/p' <<<"$l")
-f=$(sed -nE 's/^debian-7.3: ([0-9]+) passed, ([0-9]+) failed.*/\2/p' <<<"$l")
-if [ -n "$p" ]; then passed=$((passed + p)); failed=$((failed + f))
-else bad "the VM run on Debian's kernel"; tail -n 30 "$out/vm.log"; fi
+vm_summary debian-7.3 tests/qemu/plans/nokunit.manifest "$out/vm.log"
 finish

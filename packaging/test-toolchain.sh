@@ -152,6 +152,20 @@ stub "$g" gcc "gcc (Debian 10.2.1-6) 10.2.1"; stub "$g" rustc "$RUSTC_UP"
 got=$(run "$g" "$k"); err=$(cat "$TMP/err")
 has "GCC kernel, gcc 10 only: names gcc 12 and its package" "$err" "missing gcc 12: Debian package gcc-12"
 
+# 4b. Debian 13's kernel: gcc-14 by the name it was built with (its --version is then
+# CONFIG_CC_VERSION_TEXT to the letter), trixie's rustc 1.85.1.
+k=$(kdir debian13-gcc14-rustc185)
+d13=$TMP/debian13
+stub "$d13" x86_64-linux-gnu-gcc-14 "x86_64-linux-gnu-gcc-14 (Debian 14.2.0-19) 14.2.0"
+stub "$d13" gcc-14 "gcc-14 (Debian 14.2.0-19) 14.2.0"
+stub "$d13" rustc "rustc 1.85.1 (4eb161250 2025-03-15) (built from a source tarball)"
+got=$(run "$d13" "$k")
+expect "Debian 13's kernel: x86_64-linux-gnu-gcc-14 as it was built, trixie's rustc" "$got" \
+	"CC=x86_64-linux-gnu-gcc-14 RUSTC=$d13/rustc"
+rm "$d13/x86_64-linux-gnu-gcc-14"
+got=$(run "$d13" "$k")
+expect "Debian 13's kernel without that name: gcc-14" "$got" "CC=gcc-14 RUSTC=$d13/rustc"
+
 # 5. Not a build tree.
 mkdir -p "$TMP/k/empty"
 run "$deb" "$TMP/k/empty" >/dev/null; rc=$?
