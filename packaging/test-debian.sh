@@ -103,15 +103,14 @@ refusal() { # refusal NAME SETUP WANT... (SETUP: shell run in the overlay first)
 }
 refusal "no rustc 1.85.1" "rm -f /usr/bin/rustc" \
 	"missing rustc 1.85.1" "Debian package rustc (1.85.1"
-# A source of another version (a tarball whose kernel is 7.3.3).
+# A source of another version (a tarball whose kernel is 7.3.3), handed in through the
+# clone's bind mount.
 mkdir -p "$S/src/linux-7.3.3"
 printf 'kernelversion:\n\t@echo 7.3.3\n' > "$S/src/linux-7.3.3/Makefile"
-tar -cJf "$S/src/linux-source-7.3.tar.xz" -C "$S/src" linux-7.3.3
-# (Handed in through the clone's bind mount.)
-cp "$S/src/linux-source-7.3.tar.xz" "$ROOT/build/debian-7.3/linux-source-7.3.3.tar.xz"
-log=$(in_root --overlay "$ROOT/scripts/lib-rust" --kdir "$kdir" --source "$ROOT/build/debian-7.3/linux-source-7.3.3.tar.xz" 2>&1)
+tar -cJf "$out/linux-source-7.3.3.tar.xz" -C "$S/src" linux-7.3.3
+log=$(in_root --overlay "$ROOT/scripts/lib-rust" --kdir "$kdir" --source "$out/linux-source-7.3.3.tar.xz" 2>&1)
 rc=$?
-rm -f "$ROOT/build/debian-7.3/linux-source-7.3.3.tar.xz"
+rm -f "$out/linux-source-7.3.3.tar.xz"
 check "lib-rust refuses: a source of another version (exit $rc)" test "$rc" -ne 0
 has "lib-rust refuses: a source of another version: says which" "$log" "is Linux 7.3.3, the kernel of $kdir is 7.3.4"
 refusal "a linux-source package of another version" \
