@@ -52,6 +52,10 @@ MODULE_PARM_DESC(seed, "seed of the randomized model suites (0: random, printed)
 
 #define MP64K ((u64)SZ_64K)
 #define M_OPS 5000
+/* More for the stress runs (docs/testing.md, "Stress at real parallelism"). */
+static uint model_ops = M_OPS;
+module_param(model_ops, uint, 0444);
+MODULE_PARM_DESC(model_ops, "operations of each randomized model case (default 5000)");
 #define M_NPROC 3
 #define M_NALLOC 3
 #define M_MAXREG 40
@@ -693,7 +697,7 @@ static void model_run(struct kunit *test)
 	for (i = 0; i < M_NPROC; i++)
 		proc_start(m, i);
 
-	for (m->step = 0; m->step < M_OPS && !m->failed; ) {
+	for (m->step = 0; m->step < model_ops && !m->failed; ) {
 		if (!model_step(m)) {
 			m->skipped++;
 			continue;
@@ -753,6 +757,11 @@ static void model_run(struct kunit *test)
 static uint stress_rounds = STRESS_ROUNDS;
 module_param(stress_rounds, uint, 0444);
 MODULE_PARM_DESC(stress_rounds, "rounds of the register-against-free stress (default 2000)");
+/* Owner and freer pairs running at once, each on two CPUs of its own where there are
+ * enough (the stress runs: one pair per two CPUs), each with its process and buffer. */
+static uint stress_pairs = 1;
+module_param(stress_pairs, uint, 0444);
+MODULE_PARM_DESC(stress_pairs, "owner/freer thread pairs of the register-against-free stress (default 1)");
 #define STRESS_SIZE (4 * MP64K)
 
 struct stress {
@@ -766,13 +775,13 @@ struct stress {
 	struct completion owner_done, freer_done;
 };
 
-/* Both threads arrive, then go (a spinning barrier: with two CPUs they overlap for
- * real; on one CPU the spinner yields to the other thread). */
+/* Both threads arrive, then go (a spinning barrier: with two CPUs a pair they overlap
+ * for real; with fewer the spinner yields to the thread it waits for). */
 static void stress_barrier(struct stress *s, int round)
 {
 	atomic_inc(&s->arrive);
 	while (atomic_read(&s->arrive) < 2 * (round + 1)) {
-		if (num_online_cpus() > 1)
+		if (num_online_cpus() >= 2 * stress_pairs)
 			cpu_relax();
 		else
 			yield();
@@ -893,51 +902,81 @@ out:
 	return 0;
 }
 
+/* Starts pair @k of the stress: its owner and freer, bound to CPUs 2k and 2k + 1
+ * (modulo the CPUs online) where there is more than one. */
+static int stress_start(struct stress *s, int k)
+{
+	struct task_struct *t1, *t2;
+	unsigned int n = num_online_cpus();
+
+	init_completion(&s->owner_done);
+	init_completion(&s->freer_done);
+	t1 = kthread_create(stress_owner, s, "peermem_model_owner/%d", k);
+	if (IS_ERR(t1))
+		return PTR_ERR(t1);
+	t2 = kthread_create(stress_freer, s, "peermem_model_freer/%d", k);
+	if (IS_ERR(t2)) {
+		kthread_stop(t1);
+		return PTR_ERR(t2);
+	}
+	if (n > 1) {
+		kthread_bind(t1, cpumask_nth((2 * k) % n, cpu_online_mask));
+		kthread_bind(t2, cpumask_nth((2 * k + 1) % n, cpu_online_mask));
+	}
+	wake_up_process(t1);
+	wake_up_process(t2);
+	return 0;
+}
+
 static void model_stress_register_against_free(struct kunit *test)
 {
 	struct fake_nv_counters nv0, nv;
 	struct fake_core_counters core0, core;
-	struct task_struct *t1, *t2;
 	struct stress *s;
+	u64 base, regs = 0, invalidated = 0, failed_efault = 0, free_won = 0;
+	int k, started, rounds_done = 0;
 	ktime_t t0 = ktime_get();
 
-	s = kzalloc(sizeof(*s), GFP_KERNEL);
+	KUNIT_ASSERT_GT(test, stress_pairs, 0);
+	s = kcalloc(stress_pairs, sizeof(*s), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, s);
-	init_completion(&s->owner_done);
-	init_completion(&s->freer_done);
-	s->seed = seed ? seed : get_random_u64();
-	kunit_info(test, "seed=%llu, %u CPU(s)\n", s->seed, num_online_cpus());
+	base = seed ? seed : get_random_u64();
+	kunit_info(test, "seed=%llu, %u pair(s) of threads, %u CPU(s)\n", base, stress_pairs,
+		   num_online_cpus());
 	fake_nv_get_counters(&nv0);
 	fake_core_get_counters(&core0);
-	t1 = kthread_create(stress_owner, s, "peermem_model_owner");
-	KUNIT_ASSERT_FALSE(test, IS_ERR(t1));
-	t2 = kthread_create(stress_freer, s, "peermem_model_freer");
-	if (IS_ERR(t2)) {
-		kthread_stop(t1);
-		KUNIT_FAIL(test, "kthread_create failed");
-		return;
+	for (started = 0; started < stress_pairs; started++) {
+		s[started].seed = base + started;
+		if (stress_start(&s[started], started)) {
+			KUNIT_FAIL(test, "kthread_create failed");
+			break;
+		}
 	}
-	if (num_online_cpus() > 1) {
-		kthread_bind(t1, cpumask_first(cpu_online_mask));
-		kthread_bind(t2, cpumask_next(cpumask_first(cpu_online_mask), cpu_online_mask));
-	}
-	wake_up_process(t1);
-	wake_up_process(t2);
 	/* No timeout: the threads run module code, so the case must not end before they
 	 * do (a hang is caught by the runner's timeout instead). */
-	wait_for_completion(&s->owner_done);
-	wait_for_completion(&s->freer_done);
-	KUNIT_ASSERT_NOT_NULL(test, s->p);
-	KUNIT_ASSERT_NE(test, s->va, 0);
-	fake_nv_proc_exit(s->p);
+	for (k = 0; k < started; k++) {
+		wait_for_completion(&s[k].owner_done);
+		wait_for_completion(&s[k].freer_done);
+	}
+	for (k = 0; k < started; k++) {
+		KUNIT_EXPECT_NOT_NULL(test, s[k].p);
+		KUNIT_EXPECT_NE(test, s[k].va, 0);
+		if (s[k].p)
+			fake_nv_proc_exit(s[k].p);
+		KUNIT_EXPECT_EQ(test, s[k].rounds_done, stress_rounds);
+		KUNIT_EXPECT_EQ(test, s[k].other_err, 0);
+		KUNIT_EXPECT_EQ(test, s[k].free_err, 0);
+		KUNIT_EXPECT_EQ(test, s[k].alloc_err, 0);
+		KUNIT_EXPECT_LE(test, s[k].invalidated, s[k].regs);
+		rounds_done += s[k].rounds_done;
+		regs += s[k].regs;
+		invalidated += s[k].invalidated;
+		failed_efault += s[k].failed_efault;
+		free_won += s[k].free_won;
+	}
 
 	fake_nv_get_counters(&nv);
 	fake_core_get_counters(&core);
-	KUNIT_EXPECT_EQ(test, s->rounds_done, stress_rounds);
-	KUNIT_EXPECT_EQ(test, s->other_err, 0);
-	KUNIT_EXPECT_EQ(test, s->free_err, 0);
-	KUNIT_EXPECT_EQ(test, s->alloc_err, 0);
-	KUNIT_EXPECT_LE(test, s->invalidated, s->regs);
 	KUNIT_EXPECT_EQ(test, nv.pins_live, 0);
 	KUNIT_EXPECT_EQ(test, nv.dma_mappings_live, 0);
 	KUNIT_EXPECT_EQ(test, nv.bar1_bytes_in_use, 0);
@@ -946,8 +985,8 @@ static void model_stress_register_against_free(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, core.violations_total, core0.violations_total);
 	kunit_info(test,
 		   "%d rounds in %lld ms on %u CPUs: the free won %llu (%llu registrations failed EFAULT, %llu of %llu registrations invalidated), %llu pins, %llu callbacks\n",
-		   s->rounds_done, ktime_ms_delta(ktime_get(), t0), num_online_cpus(), s->free_won,
-		   s->failed_efault, s->invalidated, s->regs, nv.pins_total - nv0.pins_total,
+		   rounds_done, ktime_ms_delta(ktime_get(), t0), num_online_cpus(), free_won,
+		   failed_efault, invalidated, regs, nv.pins_total - nv0.pins_total,
 		   nv.callbacks_run - nv0.callbacks_run);
 	kfree(s);
 }

@@ -13,6 +13,7 @@
 #include <linux/slab.h>
 #include <linux/string.h>
 
+#include "fake_pci.h"
 #include "fake_nvidia.h"
 #include "nv_p2p_abi.h"
 
@@ -85,7 +86,7 @@ static void unmap_after_callback(struct kunit *test)
 {
 	struct bad_ctx *c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
 	struct nvidia_p2p_dma_mapping *m = NULL;
-	struct pci_dev *hca = pci_get_device(0x1b36, 0x0005, NULL);
+	struct pci_dev *hca = fake_pci_hca(0);
 	struct fake_nv_proc *p;
 	u64 n0, t0, n1, t1;
 

@@ -43,10 +43,9 @@
 #include <linux/timekeeping.h>
 
 #include "fake_pause.h"
+#include "fake_pci.h"
 #include "internal.h"
 
-#define TESTDEV_VENDOR 0x1b36
-#define TESTDEV_DEVICE 0x0005
 
 /* A registered client (the opaque registration handle). */
 struct fake_client {
@@ -1076,18 +1075,17 @@ static int __init fake_core_init(void)
 
 	for (ret = 0; ret < FAKE_CORE_PAUSE_COUNT; ret++)
 		fake_pause_init(&pauses[ret]);
-	hca_pdev = pci_get_device(TESTDEV_VENDOR, TESTDEV_DEVICE, NULL);
+	hca_pdev = fake_pci_hca(0);
 	if (hca_pdev) {
 		ret = dma_set_mask_and_coherent(&hca_pdev->dev, DMA_BIT_MASK(64));
 		/* HCA drivers raise the segment limit too (2 GiB is common). */
 		dma_set_max_seg_size(&hca_pdev->dev, SZ_2G);
 		if (ret)
 			pr_err("cannot raise the HCA stand-in's DMA mask: %d\n", ret);
-		dma32_pdev = pci_get_device(TESTDEV_VENDOR, TESTDEV_DEVICE,
-					    pci_dev_get(hca_pdev));
+		dma32_pdev = fake_pci_hca(1);
 	}
 	if (!hca_pdev || !dma32_pdev)
-		pr_err("missing pci-testdev functions (HCA %s, 32-bit %s)\n",
+		pr_err("missing HCA stand-ins (HCA %s, 32-bit %s)\n",
 		       hca_pdev ? "found" : "missing", dma32_pdev ? "found" : "missing");
 
 	dbg_root = debugfs_create_dir("ib_core", NULL);

@@ -46,6 +46,7 @@
 #include <linux/uaccess.h>
 
 #include "fake_pause.h"
+#include "fake_pci.h"
 #include "fake_nvidia.h"
 #include "nv_p2p_abi.h"
 #include "fake_nvidia_internal.h"
@@ -1592,28 +1593,28 @@ static void dbg_exit(void) { }
 
 static int __init fake_nv_init(void)
 {
-	int i;
+	int i, bar;
 
 	fnv_lock_init(&drv_lock);
 	for (i = 0; i < FAKE_NV_PAUSE_COUNT; i++) {
 		fake_pause_init(&pauses[i]);
 	}
-	ivshmem = pci_get_device(0x1af4, 0x1110, NULL);
-	if (ivshmem && pci_resource_len(ivshmem, 2) >= FNV_PAGE) {
-		pool_start = pci_resource_start(ivshmem, 2);
-		pool_len = pci_resource_len(ivshmem, 2);
+	ivshmem = fake_pci_gpu(&bar);
+	if (ivshmem && pci_resource_len(ivshmem, bar) >= FNV_PAGE) {
+		pool_start = pci_resource_start(ivshmem, bar);
+		pool_len = pci_resource_len(ivshmem, bar);
 		pool_pages = pool_len / FNV_PAGE;
 		pool_bitmap = bitmap_zalloc(pool_pages, GFP_KERNEL);
 		if (!pool_bitmap) {
 			pci_dev_put(ivshmem);
 			return -ENOMEM;
 		}
-		pr_info("GPU memory: ivshmem %s BAR 2 at %pa, %u pages of 64 KiB\n",
-			pci_name(ivshmem), &pool_start, pool_pages);
+		pr_info("GPU memory: %s BAR %d at %pa, %u pages of 64 KiB\n",
+			pci_name(ivshmem), bar, &pool_start, pool_pages);
 	} else {
 		pci_dev_put(ivshmem);
 		ivshmem = NULL;
-		pr_info("no ivshmem BAR 2 (1af4:1110): backed allocations will fail\n");
+		pr_info("no GPU BAR (ivshmem 1af4:1110 BAR 2, or 10de:2330 BAR 1): backed allocations will fail\n");
 	}
 	config.page_table_major = FNV_LEGACY ? 1 : 2;
 	config.bar1_size = pool_len ? pool_len : SZ_256M;

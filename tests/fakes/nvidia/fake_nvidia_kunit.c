@@ -15,6 +15,7 @@
 #include <linux/slab.h>
 #include <linux/sched.h>
 
+#include "fake_pci.h"
 #include "fake_nvidia.h"
 #include "nv_p2p_abi.h"
 #include "fake_nvidia_internal.h"
@@ -155,24 +156,10 @@ static void endproc(struct kunit *test, struct fake_nv_proc *p, bool exit)
 	fake_nv_proc_exit(p);
 }
 
-/* The i-th pci-testdev (1b36:0005), referenced; NULL if absent. */
-static struct pci_dev *testdev(int idx)
-{
-	struct pci_dev *d = NULL;
-	int i;
-
-	for (i = 0; i <= idx; i++) {
-		d = pci_get_device(0x1b36, 0x0005, d);
-		if (!d)
-			return NULL;
-	}
-	return d;
-}
-
-/* The HCA stand-in: the first pci-testdev, DMA mask raised to 64 bits. */
+/* The HCA stand-in (fake_pci.h), DMA mask raised to 64 bits. */
 static struct pci_dev *hca(struct kunit *test)
 {
-	struct pci_dev *d = testdev(0);
+	struct pci_dev *d = fake_pci_hca(0);
 
 	if (!d)
 		return NULL;
@@ -801,7 +788,7 @@ static void t_dma_mask_refused(struct kunit *test)
 	struct cbrec *r = newrec(test);
 	struct nvidia_p2p_page_table *t, *tb;
 	struct nvidia_p2p_dma_mapping *m = NULL;
-	struct pci_dev *dev32 = testdev(1);
+	struct pci_dev *dev32 = fake_pci_hca(1);
 	u64 vu = fake_nv_alloc(p, 2 * P64K, false);
 	u64 vb = fake_nv_alloc(p, P64K, true);
 
@@ -828,7 +815,7 @@ static void t_dma_mask_refused(struct kunit *test)
 
 static void t_unmap_wrong_peer(struct kunit *test)
 {
-	struct pci_dev *other = testdev(1);
+	struct pci_dev *other = fake_pci_hca(1);
 	struct mapped x;
 
 	KUNIT_ASSERT_NOT_NULL(test, other);
