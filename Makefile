@@ -6,11 +6,13 @@
 #   make dropin     build build/nvidia-peermem/nvidia-peermem.ko (same module, named
 #                   nvidia_peermem for applications that look for it)
 #   make run        set up, build, boot the dev VM and show the module working
-#   make test       set up, build, run every test (dev VM, then debug VM; PEERMEM_TEST_DEBUG=0
-#                   skips the latter); ends with "N passed, N failed"
+#   make test       set up, build, run every test (dev VM, User-Mode Linux, then debug VM;
+#                   PEERMEM_TEST_DEBUG=0 skips the latter); ends with "N passed, N failed"
 #   make test-debug only the debug-VM part of make test (KASAN, kmemleak, ...; docs/debug-kernel.md)
-#   make bench      benchmark against nvidia-peermem's pinning strategy (build/bench/report)
-#   make bench-kit  one archive for a bench run on a KVM host with nothing installed (build/)
+#   make bench      benchmark against nvidia-peermem's pinning strategy, under QEMU TCG and
+#                   User-Mode Linux (build/bench/report, build/bench/report/uml)
+#   make bench-kit  one archive for the UML benchmark and stress runs on another host with
+#                   nothing installed (build/peermem-bench-kit.tar.gz; docs/bench)
 #   make bench-publish  copy that report into docs/bench
 #   make check      rustfmt and clippy with the kernel's settings
 #   make cli-docs   manual pages and shell completions of peermem and bench-report (build/cli-docs)
@@ -124,8 +126,8 @@ test-debug: setup
 bench: setup
 	@$(ROOT)/scripts/bench
 
-# One archive for a bench run on another host with KVM and nothing installed
-# (build/peermem-bench-kit.tar.gz; docs/bench, "The KVM run").
+# One archive for the UML benchmark and stress runs on another host with nothing
+# installed (build/peermem-bench-kit.tar.gz; docs/bench, "The UML run").
 bench-kit: setup
 	@$(ROOT)/scripts/bench-kit
 

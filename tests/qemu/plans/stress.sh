@@ -5,13 +5,15 @@
 #   peermem_stress.ops=N     operations of each model case (callback, persistent)
 #   peermem_stress.rounds=N  rounds of each pair of the register-against-free stress
 #   peermem_stress.pairs=N   pairs of threads (default: one per two CPUs)
+#   peermem_stress.seed=N    the suites' seed (default theirs; 0: random, printed)
 # KUnit filter peermem_model_*: only the model suites run (tests/qemu/plans/stress.manifest).
-ops=5000 rounds=2000 pairs=$(( ($(nproc) + 1) / 2 ))
+ops=5000 rounds=2000 pairs=$(( ($(nproc) + 1) / 2 )) seed=
 for w in $(cat /proc/cmdline); do
     case $w in
         peermem_stress.ops=*) ops=${w#*=} ;;
         peermem_stress.rounds=*) rounds=${w#*=} ;;
         peermem_stress.pairs=*) pairs=${w#*=} ;;
+        peermem_stress.seed=*) seed=seed=${w#*=} ;;
     esac
 done
 S=peermem_stress
@@ -19,12 +21,12 @@ echo "peermem stress: $(nproc) CPUs, $ops operations per model case, $pairs pair
 load ib_core
 load nvidia
 load peermem persistent_api_support=0
-load peermem_test_callback model_ops=$ops stress_rounds=$rounds stress_pairs=$pairs
+load peermem_test_callback model_ops=$ops stress_rounds=$rounds stress_pairs=$pairs $seed
 unload peermem_test_callback
 unload peermem
 check $S nothing_held_callback clean
 load peermem
-load peermem_test_persistent model_ops=$ops
+load peermem_test_persistent model_ops=$ops $seed
 unload peermem_test_persistent
 unload peermem
 check $S nothing_held_persistent clean

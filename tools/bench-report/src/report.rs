@@ -16,8 +16,11 @@ pub const SIZE_64M: u64 = 67108864;
 pub const SIZE_64G: u64 = 64 << 30;
 /// Pin cost (µs) of the costly latency run.
 pub const COSTLY_PIN_US: u64 = 50;
-/// Every 64 KiB page of an H100's 128 GiB BAR1: the largest scaling point.
+/// Every 64 KiB page of an H100's 128 GiB BAR1: the largest scaling point of `make bench`.
 pub const WHOLE_BAR1_PAGES: u64 = 2_097_152;
+/// Every 64 KiB page of an H200's 256 GiB BAR1: the bench kit's largest point
+/// (`run-bench --scale 4194304`), judged where the run measured it.
+pub const WHOLE_H200_BAR1_PAGES: u64 = 4_194_304;
 /// The module-memory budget of one live 64 KiB registration (issue 14).
 pub const SMALL_REG_BYTES: u64 = 256;
 
@@ -349,6 +352,13 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
         ),
         None => Target::missing(name, "peermem"),
     });
+    // Issue 31: a whole H200 BAR1, where the run reached it (the bench kit's --scale).
+    if results
+        .keys_of("scaling", "op_ns")
+        .any(|k| k.live == WHOLE_H200_BAR1_PAGES)
+    {
+        targets.push(scaling_target(results, WHOLE_H200_BAR1_PAGES, 1.5));
+    }
     targets
 }
 
@@ -606,6 +616,20 @@ PEERMEM-BENCH,reference,huge,bytes_module,68719476736,0,1,33554432
         assert!(targets[9].figure.contains("ratio 0.398"));
         assert_eq!(targets[20].figure, "7500 ns / 5000 ns = 1.50");
         assert_eq!(targets[21].figure, "peermem 256 B");
+    }
+
+    #[test]
+    fn a_whole_h200_bar1_is_judged_where_measured() {
+        assert_eq!(eval(GOOD).len(), 22);
+        let log = format!("{GOOD}PEERMEM-BENCH,peermem,scaling,op_ns,65536,0,4194304,7600\n");
+        let t = eval(&log);
+        assert_eq!(t.len(), 23);
+        assert_eq!(
+            t[22].name,
+            "scaling: peermem op_ns at 4194304 live / at 1000 live <= 1.5"
+        );
+        assert!(!t[22].pass);
+        assert_eq!(t[22].figure, "7600 ns / 5000 ns = 1.52");
     }
 
     #[test]
