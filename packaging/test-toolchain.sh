@@ -77,6 +77,13 @@ expect "a given LLVM= prefix makes CC and LD paths" "$got" \
 	"LLVM=/usr/lib/llvm-19/bin/ CC=/usr/lib/llvm-19/bin/clang LD=/usr/lib/llvm-19/bin/ld.lld RUSTC=$deb/rustc RUSTDOC=$deb/rustdoc"
 got=$(run "$deb" "$k" RUSTC=rustc-nowhere); rc=$?
 expect "a given RUSTC= is not checked" "$rc/$got" "0/LLVM=-19 CC=clang-19 LD=ld.lld-19 RUSTC=rustc-nowhere"
+# The test bed's User-Mode Linux kernel (CONFIG_UML=y): the same compilers, and ARCH=um,
+# which the kernel's make does not guess for its modules.
+mkdir -p "$TMP/k/uml"
+{ cat "$FIX/clang19-rustc196.config"; echo CONFIG_UML=y; } > "$TMP/k/uml/.config"
+got=$(run "$deb" "$TMP/k/uml"); rc=$?
+expect "a UML kernel: ARCH=um first" "$rc/$got" \
+	"0/ARCH=um LLVM=-19 CC=clang-19 LD=ld.lld-19 RUSTC=$deb/rustc RUSTDOC=$deb/rustdoc"
 
 # Unversioned names of the right major: LLVM=1.
 un=$TMP/unversioned
