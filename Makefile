@@ -2,7 +2,7 @@
 #
 # peermem: build the module, run it in the dev VM, test it.
 #
-#   make            build build/peermem/peermem.ko against $(KDIR)
+#   make            build build/peermem/peermem.ko against $(KDIR) (also: make all, make modules)
 #   make dropin     build build/nvidia-peermem/nvidia-peermem.ko (same module, named
 #                   nvidia_peermem for applications that look for it)
 #   make run        set up, build, boot the dev VM and show the module working
@@ -13,16 +13,24 @@
 #                   User-Mode Linux (build/bench/report, build/bench/report/uml)
 #   make bench-kit  one archive for the UML benchmark and stress runs on another host with
 #                   nothing installed (build/peermem-bench-kit.tar.gz; docs/bench)
-#   make bench-publish  copy that report into docs/bench
+#   make bench-publish  copy those reports into docs/bench
 #   make check      rustfmt and clippy with the kernel's settings
 #   make cli-docs   manual pages and shell completions of peermem and bench-report (build/cli-docs)
 #   make fmt        format the module (kernel settings) and the host workspace
 #   make install    install the module (Kbuild modules_install), its modprobe.d, depmod.d and
 #                   modules-load.d files, and the peermem tool (DESTDIR, PREFIX); make uninstall
+#   make install-dropin  the same for the drop-in name (nvidia-peermem.ko)
+#   make install-tool    only the peermem tool, its manual pages and completions
+#   make install-dkms, install-dkms-dropin  lay out the dkms source tree of either package
+#   make test-install    only scripts/install's tests (packaging/test-install.sh)
 #   make deb        Debian packages: peermem-dkms, peermem-dropin-dkms, peermem-tools (build/deb)
 #   make toolchain  print the compiler variables handed to the kernel's make (KDIR)
 #   make lib-rust   build and install KDIR's Rust build files where the distribution ships
 #                   none (Debian), from its kernel source package (scripts/lib-rust)
+#   make setup      install what the test bed needs (scripts/setup; make run and make test
+#                   call it)
+#   make kernel     build (or find in the cache) the test bed's dev kernel
+#   make clean      remove build/ and target/
 #
 # KDIR defaults to the running kernel's build tree (/lib/modules/$(uname -r)/build);
 # the test bed's scripts name their kernels: make KDIR=/path/to/build
