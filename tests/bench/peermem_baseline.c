@@ -6,12 +6,15 @@
  * `make bench` run (tests/qemu/plans/bench.sh), and by the hazard run as the reference
  * pinning strategy (tests/qemu/plans/hazard.sh). It is not shipped.
  *
- * In callback mode (the reference's legacy mode) it registers "nv_mem", an extended
- * client with PEER_MEM_INVALIDATE_UNMAPS, and "nv_mem_nc" without invalidation:
+ * It takes the reference's persistent_api_support parameter. With 1 (the default, as
+ * the reference's) it registers one client, "nv_mem", without invalidation, whose
+ * pins are persistent. With 0 (callback mode, the reference's legacy mode) it
+ * registers "nv_mem", an extended client with PEER_MEM_INVALIDATE_UNMAPS, and
+ * "nv_mem_nc" without invalidation:
  *   acquire    a probe: pin and unpin the whole 64 KiB-rounded range; a small
  *              context with a magic number; a module reference
- *   get_pages  the registration's own pin (a callback pin for nv_mem, persistent for
- *              nv_mem_nc), under the core's mapping lock
+ *   get_pages  the registration's own pin (a callback pin for nv_mem in callback
+ *              mode, persistent otherwise), under the core's mapping lock
  *   dma_map    nvidia_p2p_dma_map_pages, one SG entry per 64 KiB page
  *   dma_unmap, put_pages
  *              unmap, unpin, free the SG table; nothing when called from the task
@@ -75,6 +78,11 @@ static void probe_free_callback(void *data)
 static bool floor_mode;
 module_param_named(floor, floor_mode, bool, 0444);
 MODULE_PARM_DESC(floor, "the benchmark's floor: no probe pin, merged SG entries");
+
+static int persistent_api_support = 1;
+module_param(persistent_api_support, int, 0444);
+MODULE_PARM_DESC(persistent_api_support,
+		 "1 (default): nv_mem with persistent pins; 0: callback pins and nv_mem_nc");
 
 static struct peer_memory_client_ex nv_mem, nv_mem_nc;
 static void *nv_mem_handle, *nv_mem_nc_handle;
@@ -336,6 +344,17 @@ static void fill(struct peer_memory_client_ex *ex, const char *name,
 
 static int __init baseline_init(void)
 {
+	if (persistent_api_support != 0 && persistent_api_support != 1)
+		return -EINVAL;
+	if (persistent_api_support) {
+		/* As the reference's default: one client, persistent pins, no invalidation. */
+		fill(&nv_mem, "nv_mem", acquire_nv_mem_nc);
+		nv_mem_handle = ib_register_peer_memory_client(&nv_mem.client, NULL);
+		if (!nv_mem_handle)
+			return -EINVAL;
+		pr_info("loaded: nv_mem (persistent pins)\n");
+		return 0;
+	}
 	fill(&nv_mem, "nv_mem", acquire_nv_mem);
 	/* Extended: a non-zero last version byte, the size and INVALIDATE_UNMAPS. */
 	nv_mem.client.version[IB_PEER_MEMORY_VER_MAX - 1] = 1;
@@ -357,7 +376,8 @@ static int __init baseline_init(void)
 
 static void __exit baseline_exit(void)
 {
-	ib_unregister_peer_memory_client(nv_mem_nc_handle);
+	if (nv_mem_nc_handle)
+		ib_unregister_peer_memory_client(nv_mem_nc_handle);
 	ib_unregister_peer_memory_client(nv_mem_handle);
 }
 

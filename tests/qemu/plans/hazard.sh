@@ -76,7 +76,7 @@ if [ "$client" = peermem ]; then
     unload nvidia
 else
     load nvidia
-    load peermem_baseline
+    load peermem_baseline persistent_api_support=0
     register_exit_dereg
     unload peermem_baseline
     check $S cycle_without_api_lock_model cycle

@@ -112,31 +112,53 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         );
         return EXIT_BAD_INPUT;
     }
-    let results = parse::Results::new(parsed.rows);
-    let targets = report::evaluate(&results);
-    let _ = write!(out, "{}", report::table(&results));
-    let _ = writeln!(out);
-    let _ = writeln!(out, "Targets:");
-    let _ = write!(out, "{}", report::format_targets(&targets));
-    let floor = report::floor_lines(&results);
-    if !floor.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nFloor (one pin and nothing of its own beyond the reference's context and SG \
-             table, measured in this run):"
-        );
-        let _ = write!(out, "{floor}");
-    }
-    match write_outputs(&results, &opts.out) {
-        Ok(paths) => {
-            let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-            let _ = writeln!(out, "\nwrote {}", names.join(", "));
+    // Each mode on its own: its table, targets and floor, and its outputs (callback
+    // mode in DIR, persistent mode, the default, in DIR/persistent). Both modes are
+    // targets: one the log lacks is a FAIL.
+    let mut targets = Vec::new();
+    let mut written = Vec::new();
+    for mode in parse::Mode::ALL {
+        let rows: Vec<parse::Row> = parsed.rows.iter().filter(|r| r.mode == mode).cloned().collect();
+        let _ = writeln!(out, "== {} mode ==\n", mode.as_str());
+        if rows.is_empty() {
+            let t = report::Target::missing(format!("{} mode", mode.as_str()), "no rows");
+            let _ = writeln!(out, "{}", report::format_targets(std::slice::from_ref(&t)));
+            targets.push(t);
+            continue;
         }
-        Err(e) => {
-            let _ = writeln!(err, "bench-report: writing {}: {e}", opts.out.display());
-            return EXIT_BAD_INPUT;
+        let results = parse::Results::new(rows);
+        let mode_targets = report::evaluate(&results, mode);
+        let _ = write!(out, "{}", report::table(&results));
+        let _ = writeln!(out);
+        let _ = writeln!(out, "Targets ({} mode):", mode.as_str());
+        let _ = write!(out, "{}", report::format_targets(&mode_targets));
+        let floor = report::floor_lines(&results, mode);
+        if !floor.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nFloor (one pin and nothing of its own beyond the reference's context and SG \
+                 table, measured in this run):"
+            );
+            let _ = write!(out, "{floor}");
         }
+        let _ = writeln!(out);
+        let dir = match mode {
+            parse::Mode::Callback => opts.out.clone(),
+            parse::Mode::Persistent => opts.out.join("persistent"),
+        };
+        match write_outputs(&results, &dir) {
+            Ok(paths) => written.extend(paths),
+            Err(e) => {
+                let _ = writeln!(err, "bench-report: writing {}: {e}", dir.display());
+                return EXIT_BAD_INPUT;
+            }
+        }
+        targets.extend(mode_targets);
     }
+    let passed = targets.iter().filter(|t| t.pass).count();
+    let _ = writeln!(out, "Both modes: {passed}/{} targets passed", targets.len());
+    let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+    let _ = writeln!(out, "\nwrote {}", names.join(", "));
     if targets.iter().all(|t| t.pass) {
         EXIT_PASS
     } else {

@@ -45,6 +45,38 @@ impl Strategy {
     }
 }
 
+/// The client mode a row was measured in: the strategy's name carries `-persistent` in
+/// persistent mode (the default of both clients), nothing in callback mode
+/// (`persistent_api_support=0`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mode {
+    /// Persistent pins: the default of peermem and of the reference.
+    Persistent,
+    /// Callback pins (`persistent_api_support=0`), which peermem shares.
+    Callback,
+}
+
+impl Mode {
+    /// Both modes, in the order the report prints them.
+    pub const ALL: [Mode; 2] = [Mode::Persistent, Mode::Callback];
+
+    /// The mode's name in the report.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Persistent => "persistent",
+            Mode::Callback => "callback",
+        }
+    }
+
+    /// What a strategy's name carries after the client in this mode.
+    fn suffix(self) -> &'static str {
+        match self {
+            Mode::Persistent => "-persistent",
+            Mode::Callback => "",
+        }
+    }
+}
+
 /// What one figure measures: everything in a row except strategy and value.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Key {
@@ -78,12 +110,21 @@ impl Key {
 pub struct Row {
     /// The strategy measured.
     pub strategy: Strategy,
+    /// The mode it was measured in.
+    pub mode: Mode,
     /// What was measured.
     pub key: Key,
     /// The value.
     pub value: f64,
     /// The value exactly as printed, so that the CSV does not reformat it.
     pub value_text: String,
+}
+
+impl Row {
+    /// The strategy's name as printed: the client, and `-persistent` in persistent mode.
+    pub fn label(&self) -> String {
+        format!("{}{}", self.strategy.as_str(), self.mode.suffix())
+    }
 }
 
 /// The result of parsing a log.
@@ -116,8 +157,12 @@ pub fn parse_row(fields: &str) -> Result<Row, String> {
             parts.len()
         ));
     }
+    let (name, mode) = match parts[0].strip_suffix(Mode::Persistent.suffix()) {
+        Some(name) => (name, Mode::Persistent),
+        None => (parts[0], Mode::Callback),
+    };
     let strategy =
-        Strategy::from_name(parts[0]).ok_or_else(|| format!("unknown strategy `{}`", parts[0]))?;
+        Strategy::from_name(name).ok_or_else(|| format!("unknown strategy `{}`", parts[0]))?;
     for (what, field) in [("group", parts[1]), ("metric", parts[2])] {
         if !is_token(field) {
             return Err(format!("bad {what} `{field}`"));
@@ -140,6 +185,7 @@ pub fn parse_row(fields: &str) -> Result<Row, String> {
     }
     Ok(Row {
         strategy,
+        mode,
         key: Key::new(parts[1], parts[2], size, cost_us, live),
         value,
         value_text: value_text.to_string(),

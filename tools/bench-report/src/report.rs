@@ -4,12 +4,14 @@
 
 use std::fmt::Write as _;
 
-use crate::parse::{human_size, Key, Results, Strategy};
+use crate::parse::{human_size, Key, Mode, Results, Strategy};
 
 /// Sizes of the latency group.
 pub const LATENCY_SIZES: [u64; 3] = [65536, 2097152, 67108864];
 /// 64 KiB.
 pub const SIZE_64K: u64 = 65536;
+/// 2 MiB.
+pub const SIZE_2M: u64 = 2097152;
 /// 64 MiB.
 pub const SIZE_64M: u64 = 67108864;
 /// 64 GiB: half an H100's BAR1, one registration (`huge` rows).
@@ -21,8 +23,14 @@ pub const WHOLE_BAR1_PAGES: u64 = 2_097_152;
 /// Every 64 KiB page of an H200's 256 GiB BAR1: the bench kit's largest point
 /// (`run-bench --scale 4194304`), judged where the run measured it.
 pub const WHOLE_H200_BAR1_PAGES: u64 = 4_194_304;
-/// The module-memory budget of one live 64 KiB registration (issue 14).
-pub const SMALL_REG_BYTES: u64 = 256;
+/// The module-memory budget of one live 64 KiB registration in `mode` (issue 38: 256 B
+/// in persistent mode, 320 B in callback mode, whose pins can be shared).
+pub fn small_reg_bytes(mode: Mode) -> u64 {
+    match mode {
+        Mode::Persistent => 256,
+        Mode::Callback => 320,
+    }
+}
 
 const EPS: f64 = 1e-9;
 
@@ -32,16 +40,25 @@ const REG_TARGETS: [(&str, u64, f64); 1] = [("reg_mean_ns", COSTLY_PIN_US, 0.55)
 
 /// Module bytes per live registration against the baseline's: size, limit (as a
 /// multiple of the reference's figure), and the limit in words.
-const MEMORY_TARGETS: [(u64, f64, &str); 2] = [(SIZE_64M, 0.1, "1/10 of "), (SIZE_64K, 1.0, "")];
+const MEMORY_TARGETS: [(u64, f64, &str); 1] = [(SIZE_64M, 0.1, "1/10 of ")];
+
+/// Sizes at which all the memory a live registration holds (client, driver and core)
+/// must be below the reference's (issue 38).
+const TOTAL_MEMORY_SIZES: [u64; 2] = [SIZE_64K, SIZE_64M];
 
 /// A registration's whole cost against the baseline, at each latency size: register +
 /// deregister, mean and 99th percentile, at zero pin cost (a client's own overhead
-/// against the reference's), and the mean with a costly pin.
-const OP_TARGETS: [(&str, u64, f64); 3] = [
-    ("op_mean_ns", 0, 1.0),
-    ("op_p99_ns", 0, 1.0),
-    ("op_mean_ns", COSTLY_PIN_US, 0.55),
-];
+/// against the reference's).
+const OP_TARGETS: [(&str, u64, f64); 2] = [("op_mean_ns", 0, 1.0), ("op_p99_ns", 0, 1.0)];
+
+/// The pair's mean with a costly pin against the reference's, at the sizes where the
+/// floor leaves room below it.
+const COSTLY_OP_TARGET: (&str, u64, f64) = ("op_mean_ns", COSTLY_PIN_US, 0.55);
+/// The sizes of [`COSTLY_OP_TARGET`].
+const COSTLY_OP_SIZES: [u64; 2] = [SIZE_64K, SIZE_2M];
+/// At 64 MiB the floor itself is about 0.55 x the reference with a costly pin: the
+/// pair's mean there must be within 5 % of the floor measured in the same run.
+const COSTLY_FLOOR_SLACK: f64 = 1.05;
 
 /// peermem / reference, where both exist and the reference is not zero.
 pub fn ratio(peermem: Option<f64>, reference: Option<f64>) -> Option<f64> {
@@ -135,7 +152,8 @@ impl Target {
         }
     }
 
-    fn missing(name: impl Into<String>, what: &str) -> Self {
+    /// A target whose figure the log lacks: a FAIL, "not measured (`what`)".
+    pub fn missing(name: impl Into<String>, what: &str) -> Self {
         Target::new(name, false, format!("not measured ({what})"))
     }
 }
@@ -271,21 +289,54 @@ fn time_target(
     )
 }
 
-/// Evaluates every target.
-pub fn evaluate(results: &Results) -> Vec<Target> {
+/// Evaluates `peermem <= slack * floor` for the pair's mean with a costly pin at
+/// `size`.
+fn floor_target(results: &Results, size: u64) -> Target {
+    let (metric, cost, _) = COSTLY_OP_TARGET;
+    let name = format!(
+        "{cost} us pin cost, {}: peermem {metric} (register+deregister) within {:.0} % of the floor",
+        human_size(size),
+        (COSTLY_FLOOR_SLACK - 1.0) * 100.0
+    );
+    let key = results
+        .keys_of("latency", metric)
+        .find(|k| k.size == size && k.cost_us == cost);
+    let get = |s| key.and_then(|k| results.get(s, k));
+    match (get(Strategy::Peermem), get(Strategy::Floor)) {
+        (Some(p), Some(f)) if f > 0.0 => Target::new(
+            name,
+            p <= COSTLY_FLOOR_SLACK * f + EPS,
+            format!(
+                "peermem {} ns vs floor {} ns: {:.3} x the floor (limit {COSTLY_FLOOR_SLACK})",
+                format_value(p),
+                format_value(f),
+                p / f
+            ),
+        ),
+        (Some(_), Some(f)) => Target::new(name, false, format!("floor is {f}: no ratio")),
+        (None, _) => Target::missing(name, "peermem"),
+        (_, None) => Target::missing(name, "floor"),
+    }
+}
+
+/// Evaluates every target of a run in `mode`.
+pub fn evaluate(results: &Results, mode: Mode) -> Vec<Target> {
     let mut targets = vec![
         pins_target(results, Strategy::Peermem, 1.0),
         pins_target(results, Strategy::Reference, 2.0),
     ];
 
-    let name = "peermem covered re-registration pins = 0 (reuse)";
-    let reuse = results
-        .keys_of("reuse", "pins_per_reg")
-        .find_map(|k| results.get(Strategy::Peermem, k));
-    targets.push(match reuse {
-        Some(v) => Target::new(name, v.abs() <= 0.005, format!("{v:.2} pins")),
-        None => Target::missing(name, "reuse pins_per_reg"),
-    });
+    if mode == Mode::Callback {
+        // Only callback pins are shared.
+        let name = "peermem covered re-registration pins = 0 (reuse)";
+        let reuse = results
+            .keys_of("reuse", "pins_per_reg")
+            .find_map(|k| results.get(Strategy::Peermem, k));
+        targets.push(match reuse {
+            Some(v) => Target::new(name, v.abs() <= 0.005, format!("{v:.2} pins")),
+            None => Target::missing(name, "reuse pins_per_reg"),
+        });
+    }
 
     for size in LATENCY_SIZES {
         for target in REG_TARGETS {
@@ -322,6 +373,24 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
         ));
     }
 
+    // Issue 38: everything a live registration holds, below the reference's.
+    for size in TOTAL_MEMORY_SIZES {
+        let name = format!(
+            "total bytes per live registration at {} (client, driver, core): peermem < reference",
+            human_size(size)
+        );
+        let (p, r) = pair(results, "memory", "bytes_per_reg_total", size, None);
+        targets.push(match (p, r) {
+            (Some(p), Some(r)) => Target::new(
+                name,
+                p < r,
+                format!("peermem {} B vs reference {} B", format_value(p), format_value(r)),
+            ),
+            (None, _) => Target::missing(name, "peermem"),
+            (_, None) => Target::missing(name, "reference"),
+        });
+    }
+
     // A registration's whole cost against the baseline: register + deregister, mean
     // and 99th percentile, at zero pin cost (peermem's own overhead against the
     // reference's), and the mean with a costly pin.
@@ -329,6 +398,12 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
         for target in OP_TARGETS {
             let what = format!("{} (register+deregister)", target.0);
             targets.push(time_target(results, size, target, &what));
+        }
+        if COSTLY_OP_SIZES.contains(&size) {
+            let what = format!("{} (register+deregister)", COSTLY_OP_TARGET.0);
+            targets.push(time_target(results, size, COSTLY_OP_TARGET, &what));
+        } else {
+            targets.push(floor_target(results, size));
         }
     }
 
@@ -341,13 +416,13 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
 
     // Issue 14: a whole H100 BAR1 of live 64 KiB registrations, and their memory.
     targets.push(scaling_target(results, WHOLE_BAR1_PAGES, 1.5));
-    let name =
-        format!("module bytes per live registration at 64 KiB: peermem <= {SMALL_REG_BYTES} B");
+    let budget = small_reg_bytes(mode);
+    let name = format!("module bytes per live registration at 64 KiB: peermem <= {budget} B");
     let bytes = pair(results, "memory", "bytes_per_reg_module", SIZE_64K, None).0;
     targets.push(match bytes {
         Some(b) => Target::new(
             name,
-            b <= SMALL_REG_BYTES as f64 + EPS,
+            b <= budget as f64 + EPS,
             format!("peermem {} B", format_value(b)),
         ),
         None => Target::missing(name, "peermem"),
@@ -366,10 +441,11 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
 /// reference's context and SG table) stands against each time target, measured in the
 /// same run: how much of the target it leaves to a client's own work, and how much
 /// peermem spends above it. Empty when the log has no floor rows.
-pub fn floor_lines(results: &Results) -> String {
+pub fn floor_lines(results: &Results, mode: Mode) -> String {
     let mut out = String::new();
     for size in LATENCY_SIZES {
-        for (metric, cost, limit) in REG_TARGETS.into_iter().chain(OP_TARGETS) {
+        let costly = COSTLY_OP_SIZES.contains(&size).then_some(COSTLY_OP_TARGET);
+        for (metric, cost, limit) in REG_TARGETS.into_iter().chain(OP_TARGETS).chain(costly) {
             let key = results
                 .keys_of("latency", metric)
                 .find(|k| k.size == size && k.cost_us == cost);
@@ -408,11 +484,12 @@ pub fn floor_lines(results: &Results) -> String {
             Bound::Times(limit),
         );
     }
+    let budget = small_reg_bytes(mode);
     let label = format!(
-        "module bytes per live registration at {} <= {SMALL_REG_BYTES} B",
+        "module bytes per live registration at {} <= {budget} B",
         human_size(SIZE_64K)
     );
-    let bound = Bound::Absolute(SMALL_REG_BYTES as f64);
+    let bound = Bound::Absolute(budget as f64);
     floor_line(
         &mut out,
         results,
@@ -507,7 +584,7 @@ pub fn csv(results: &Results) -> String {
         let _ = writeln!(
             out,
             "{},{},{},{},{},{},{}",
-            row.strategy.as_str(),
+            row.label(),
             k.group,
             k.metric,
             k.size,
@@ -566,12 +643,17 @@ PEERMEM-BENCH,peermem,latency,op_p99_ns,67108864,0,0,30000
 PEERMEM-BENCH,reference,latency,op_p99_ns,67108864,0,0,90000
 PEERMEM-BENCH,peermem,latency,op_mean_ns,67108864,50,0,100000
 PEERMEM-BENCH,reference,latency,op_mean_ns,67108864,50,0,900000
+PEERMEM-BENCH,floor,latency,op_mean_ns,67108864,50,0,95238.096
+PEERMEM-BENCH,peermem,memory,bytes_per_reg_total,65536,0,4096,1000
+PEERMEM-BENCH,reference,memory,bytes_per_reg_total,65536,0,4096,1000.5
+PEERMEM-BENCH,peermem,memory,bytes_per_reg_total,67108864,0,64,50000
+PEERMEM-BENCH,reference,memory,bytes_per_reg_total,67108864,0,64,83000
 PEERMEM-BENCH,peermem,huge,bytes_module,68719476736,0,1,335544.32
 PEERMEM-BENCH,reference,huge,bytes_module,68719476736,0,1,33554432
 ";
 
     fn eval(log: &str) -> Vec<Target> {
-        evaluate(&Results::new(parse_log(log).rows))
+        evaluate(&Results::new(parse_log(log).rows), Mode::Callback)
     }
 
     #[test]
@@ -585,7 +667,7 @@ PEERMEM-BENCH,reference,huge,bytes_module,68719476736,0,1,33554432
     #[test]
     fn all_targets_pass_at_their_limits() {
         let targets = eval(GOOD);
-        assert_eq!(targets.len(), 22);
+        assert_eq!(targets.len(), 23);
         for t in &targets {
             assert!(t.pass, "{t:?}");
         }
@@ -598,38 +680,71 @@ PEERMEM-BENCH,reference,huge,bytes_module,68719476736,0,1,33554432
         );
         assert_eq!(targets[6].figure, "10000 ns / 5000 ns = 2.00");
         assert!(targets[7].figure.contains("ratio 0.010"));
-        assert!(targets[10]
+        assert!(targets[8].figure.contains("ratio 0.100"));
+        assert!(targets[9].name.starts_with("total bytes per live registration at 64 KiB"));
+        assert_eq!(targets[9].figure, "peermem 1000 B vs reference 1000.50 B");
+        assert!(targets[10].name.contains("at 64 MiB"));
+        assert!(targets[11]
             .name
             .contains("0 us pin cost, 64 KiB: peermem op_mean_ns"));
-        assert!(targets[10].figure.contains("ratio 1.000"));
-        assert!(targets[11].name.contains("op_p99_ns"));
-        assert!(targets[12]
+        assert!(targets[11].figure.contains("ratio 1.000"));
+        assert!(targets[12].name.contains("op_p99_ns"));
+        assert!(targets[13]
             .name
             .contains("50 us pin cost, 64 KiB: peermem op_mean_ns"));
-        assert!(targets[12].figure.contains("ratio 0.550"));
-        assert!(targets[19].name.starts_with("64 GiB registration"));
-        assert!(
-            targets[19].figure.contains("ratio 0.010"),
-            "{}",
-            targets[19].figure
+        assert!(targets[13].figure.contains("ratio 0.550"));
+        assert!(targets[16].name.contains("50 us pin cost, 2 MiB"));
+        assert_eq!(
+            targets[19].name,
+            "50 us pin cost, 64 MiB: peermem op_mean_ns (register+deregister) within 5 % of the floor"
         );
-        assert!(targets[9].figure.contains("ratio 0.398"));
-        assert_eq!(targets[20].figure, "7500 ns / 5000 ns = 1.50");
-        assert_eq!(targets[21].figure, "peermem 256 B");
+        assert_eq!(
+            targets[19].figure,
+            "peermem 100000 ns vs floor 95238.10 ns: 1.050 x the floor (limit 1.05)"
+        );
+        assert!(targets[20].name.starts_with("64 GiB registration"));
+        assert!(
+            targets[20].figure.contains("ratio 0.010"),
+            "{}",
+            targets[20].figure
+        );
+        assert_eq!(targets[21].figure, "7500 ns / 5000 ns = 1.50");
+        assert_eq!(
+            targets[22].name,
+            "module bytes per live registration at 64 KiB: peermem <= 320 B"
+        );
+        assert_eq!(targets[22].figure, "peermem 256 B");
+    }
+
+    #[test]
+    fn persistent_mode_has_no_reuse_and_a_smaller_budget() {
+        let log = GOOD.replace("65536,0,4096,256\n", "65536,0,4096,257\n");
+        let targets = evaluate(&Results::new(parse_log(&log).rows), Mode::Persistent);
+        assert_eq!(targets.len(), 22);
+        assert!(targets.iter().all(|t| !t.name.contains("reuse")));
+        let last = targets.last().unwrap();
+        assert_eq!(
+            last.name,
+            "module bytes per live registration at 64 KiB: peermem <= 256 B"
+        );
+        assert!(!last.pass);
+        assert!(targets[..21].iter().all(|t| t.pass));
+        // The same figure is within the callback mode's budget.
+        assert!(eval(&log).last().unwrap().pass);
     }
 
     #[test]
     fn a_whole_h200_bar1_is_judged_where_measured() {
-        assert_eq!(eval(GOOD).len(), 22);
+        assert_eq!(eval(GOOD).len(), 23);
         let log = format!("{GOOD}PEERMEM-BENCH,peermem,scaling,op_ns,65536,0,4194304,7600\n");
         let t = eval(&log);
-        assert_eq!(t.len(), 23);
+        assert_eq!(t.len(), 24);
         assert_eq!(
-            t[22].name,
+            t[23].name,
             "scaling: peermem op_ns at 4194304 live / at 1000 live <= 1.5"
         );
-        assert!(!t[22].pass);
-        assert_eq!(t[22].figure, "7600 ns / 5000 ns = 1.52");
+        assert!(!t[23].pass);
+        assert_eq!(t[23].figure, "7600 ns / 5000 ns = 1.52");
     }
 
     #[test]
@@ -651,10 +766,8 @@ PEERMEM-BENCH,reference,huge,bytes_module,68719476736,0,1,33554432
                 "sg_entries,67108864,0,0,11",
             )
             .replace("67108864,0,64,3328\n", "67108864,0,64,3329\n")
-            .replace(
-                "65536,0,4096,256\nPEERMEM-BENCH,ref",
-                "65536,0,4096,645\nPEERMEM-BENCH,ref",
-            )
+            .replace("65536,0,4096,1000\n", "65536,0,4096,1000.5\n")
+            .replace("65536,0,4096,256\n", "65536,0,4096,321\n")
             .replace(
                 "op_mean_ns,65536,0,0,20000\nPEERMEM-BENCH,ref",
                 "op_mean_ns,65536,0,0,20001\nPEERMEM-BENCH,ref",
@@ -668,6 +781,10 @@ PEERMEM-BENCH,reference,huge,bytes_module,68719476736,0,1,33554432
                 "op_mean_ns,65536,50,0,110001",
             )
             .replace(
+                "op_mean_ns,67108864,50,0,100000",
+                "op_mean_ns,67108864,50,0,100001",
+            )
+            .replace(
                 "bytes_module,68719476736,0,1,335544.32",
                 "bytes_module,68719476736,0,1,335545",
             );
@@ -676,21 +793,22 @@ PEERMEM-BENCH,reference,huge,bytes_module,68719476736,0,1,33554432
         assert_eq!(
             pass,
             vec![
-                false, true, false, false, true, true, false, false, false, false, false, false,
-                false, true, true, true, true, true, true, false, false, false
+                false, true, false, false, true, true, false, false, false, false, true, false,
+                false, false, true, true, true, true, true, false, false, false, false
             ]
         );
         assert_eq!(targets[0].figure, "1.00..1.50; off: 1.50 at 2 MiB/50us");
         assert_eq!(targets[2].figure, "1.00 pins");
         assert_eq!(targets[6].figure, "10001 ns / 5000 ns = 2.00");
-        assert_eq!(targets[20].figure, "7501 ns / 5000 ns = 1.50");
-        assert_eq!(targets[21].figure, "peermem 645 B");
+        assert_eq!(targets[9].figure, "peermem 1000.50 B vs reference 1000.50 B");
+        assert_eq!(targets[21].figure, "7501 ns / 5000 ns = 1.50");
+        assert_eq!(targets[22].figure, "peermem 321 B");
     }
 
     #[test]
     fn missing_figures_fail_as_not_measured() {
         let targets = eval("PEERMEM-BENCH,peermem,latency,reg_mean_ns,65536,50,0,1\n");
-        assert_eq!(targets.len(), 22);
+        assert_eq!(targets.len(), 23);
         assert!(targets.iter().all(|t| !t.pass));
         assert_eq!(
             targets[0].figure,
@@ -699,7 +817,10 @@ PEERMEM-BENCH,reference,huge,bytes_module,68719476736,0,1,33554432
         assert_eq!(targets[3].figure, "not measured (reference)");
         assert_eq!(targets[4].figure, "not measured (peermem)");
         assert_eq!(targets[6].figure, "not measured (live=1000)");
-        assert_eq!(targets[21].figure, "not measured (peermem)");
+        assert_eq!(targets[19].figure, "not measured (peermem)");
+        assert_eq!(targets[22].figure, "not measured (peermem)");
+        let log = "PEERMEM-BENCH,peermem,latency,op_mean_ns,67108864,50,0,1\n";
+        assert_eq!(eval(log)[19].figure, "not measured (floor)");
         // A size missing from the pins rows fails even if the others are right.
         let partial = GOOD
             .lines()
@@ -767,7 +888,7 @@ PEERMEM-BENCH,peermem,memory,bytes_per_reg_module,65536,0,4096,416
 PEERMEM-BENCH,reference,memory,bytes_per_reg_module,65536,0,4096,128
 PEERMEM-BENCH,floor,memory,bytes_per_reg_module,65536,0,4096,128
 ";
-        let lines = floor_lines(&Results::new(parse_log(log).rows));
+        let lines = floor_lines(&Results::new(parse_log(log).rows), Mode::Callback);
         // The median of the floor's runs (14500) against 1.0 x 16000.
         assert_eq!(
             lines,
@@ -777,16 +898,11 @@ PEERMEM-BENCH,floor,memory,bytes_per_reg_module,65536,0,4096,128
              figure\n\
              0 us pin cost, 64 MiB, op_p99_ns <= 1 x reference: floor 100000 ns = 0.833 x \
              reference: leaves 20000 ns to a client's own work; peermem 10000 ns below it\n\
-             50 us pin cost, 64 MiB, op_mean_ns <= 0.55 x reference: floor 240000 ns = 0.600 x \
-             reference: out of reach for a client that pins once, by 20000 ns; peermem 10000 ns \
-             above the floor\n\
-             module bytes per live registration at 64 KiB <= 1 x reference: floor 128 B = 1.000 x \
-             reference: leaves 0 B to a client's own records; peermem 288 B above the floor\n\
-             module bytes per live registration at 64 KiB <= 256 B: floor 128 B: leaves 128 B to \
+             module bytes per live registration at 64 KiB <= 320 B: floor 128 B: leaves 192 B to \
              a client's own records; peermem 288 B above the floor\n"
         );
         // Only the floor rows make lines: a log without them prints none.
-        assert_eq!(floor_lines(&Results::new(parse_log(GOOD).rows)), "");
+        assert_eq!(floor_lines(&Results::new(parse_log(GOOD).rows), Mode::Callback), "");
     }
 
     #[test]

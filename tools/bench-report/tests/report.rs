@@ -84,14 +84,29 @@ fn fixture_passes_every_target_and_writes_outputs() {
         ),
         "{stdout}"
     );
+    assert!(
+        stdout.contains(
+            "PASS  module bytes per live registration at 64 KiB: peermem <= 320 B: peermem 248 B"
+        ),
+        "{stdout}"
+    );
+    // Each mode has its section, persistent (the default) first; only callback mode has
+    // the reuse target.
+    let persistent = stdout.find("== persistent mode ==").expect("persistent section");
+    let callback = stdout.find("== callback mode ==").expect("callback section");
+    assert!(persistent < callback);
+    assert!(stdout.contains("Targets (persistent mode):"));
+    assert!(!stdout[..callback].contains("reuse"));
     assert!(stdout.contains("22/22 targets passed"));
+    assert!(stdout.contains("23/23 targets passed"));
+    assert!(stdout.contains("Both modes: 45/45 targets passed"));
     assert!(stdout.contains("PASS  64 GiB registration: peermem module memory <= 1/100 of reference: peermem 4096 B vs reference 33619968 B"), "{stdout}");
 
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
     // 6 configurations x 2 strategies x 9 metrics, + 4 reg_max_ns, + 2 reuse,
-    // + 8 scaling, + 12 memory, + 2 huge.
-    assert_eq!(lines.len(), 1 + 108 + 4 + 2 + 8 + 12 + 2);
+    // + 8 scaling, + 12 memory, + 2 huge, + 1 floor.
+    assert_eq!(lines.len(), 1 + 108 + 4 + 2 + 8 + 12 + 2 + 1);
     assert_eq!(
         lines[0],
         "strategy,group,metric,size_bytes,pin_cost_us,live,value"
@@ -100,8 +115,14 @@ fn fixture_passes_every_target_and_writes_outputs() {
     assert!(lines.contains(&"reference,latency,reg_max_ns,65536,50,0,337512"));
     assert_eq!(
         lines[lines.len() - 1],
-        "reference,huge,bytes_module,68719476736,0,1,33619968"
+        "floor,latency,op_mean_ns,67108864,50,0,336770.5"
     );
+    // Persistent mode's outputs in their own folder, the rows named as printed.
+    let csv = std::fs::read_to_string(out.join("persistent/results.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 1 + 108 + 4 + 8 + 12 + 2 + 1);
+    assert_eq!(lines[1], "peermem-persistent,latency,reg_mean_ns,65536,0,0,4210.5");
+    assert!(out.join("persistent/pairs.png").exists());
 
     for name in [
         "latency.png",
@@ -181,7 +202,8 @@ fn a_missed_target_exits_1() {
     let (code, stdout, _) = report(&path, &dir.join("out"));
     assert_eq!(code, EXIT_FAIL);
     assert!(stdout.contains("FAIL  scaling: peermem op_ns at 100000 live / at 1000 live <= 2: 10250 ns / 5120.40 ns = 2.00"), "{stdout}");
-    assert!(stdout.contains("21/22 targets passed"));
+    assert!(stdout.contains("22/23 targets passed"));
+    assert!(stdout.contains("Both modes: 44/45 targets passed"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
