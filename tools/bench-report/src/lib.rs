@@ -118,7 +118,12 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     let mut targets = Vec::new();
     let mut written = Vec::new();
     for mode in parse::Mode::ALL {
-        let rows: Vec<parse::Row> = parsed.rows.iter().filter(|r| r.mode == mode).cloned().collect();
+        let rows: Vec<parse::Row> = parsed
+            .rows
+            .iter()
+            .filter(|r| r.mode == mode)
+            .cloned()
+            .collect();
         let _ = writeln!(out, "== {} mode ==\n", mode.as_str());
         if rows.is_empty() {
             let t = report::Target::missing(format!("{} mode", mode.as_str()), "no rows");

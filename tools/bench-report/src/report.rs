@@ -384,7 +384,11 @@ pub fn evaluate(results: &Results, mode: Mode) -> Vec<Target> {
             (Some(p), Some(r)) => Target::new(
                 name,
                 p < r,
-                format!("peermem {} B vs reference {} B", format_value(p), format_value(r)),
+                format!(
+                    "peermem {} B vs reference {} B",
+                    format_value(p),
+                    format_value(r)
+                ),
             ),
             (None, _) => Target::missing(name, "peermem"),
             (_, None) => Target::missing(name, "reference"),
@@ -681,7 +685,9 @@ PEERMEM-BENCH,reference,huge,bytes_module,68719476736,0,1,33554432
         assert_eq!(targets[6].figure, "10000 ns / 5000 ns = 2.00");
         assert!(targets[7].figure.contains("ratio 0.010"));
         assert!(targets[8].figure.contains("ratio 0.100"));
-        assert!(targets[9].name.starts_with("total bytes per live registration at 64 KiB"));
+        assert!(targets[9]
+            .name
+            .starts_with("total bytes per live registration at 64 KiB"));
         assert_eq!(targets[9].figure, "peermem 1000 B vs reference 1000.50 B");
         assert!(targets[10].name.contains("at 64 MiB"));
         assert!(targets[11]
@@ -800,7 +806,10 @@ PEERMEM-BENCH,reference,huge,bytes_module,68719476736,0,1,33554432
         assert_eq!(targets[0].figure, "1.00..1.50; off: 1.50 at 2 MiB/50us");
         assert_eq!(targets[2].figure, "1.00 pins");
         assert_eq!(targets[6].figure, "10001 ns / 5000 ns = 2.00");
-        assert_eq!(targets[9].figure, "peermem 1000.50 B vs reference 1000.50 B");
+        assert_eq!(
+            targets[9].figure,
+            "peermem 1000.50 B vs reference 1000.50 B"
+        );
         assert_eq!(targets[21].figure, "7501 ns / 5000 ns = 1.50");
         assert_eq!(targets[22].figure, "peermem 321 B");
     }
@@ -902,7 +911,10 @@ PEERMEM-BENCH,floor,memory,bytes_per_reg_module,65536,0,4096,128
              a client's own records; peermem 288 B above the floor\n"
         );
         // Only the floor rows make lines: a log without them prints none.
-        assert_eq!(floor_lines(&Results::new(parse_log(GOOD).rows), Mode::Callback), "");
+        assert_eq!(
+            floor_lines(&Results::new(parse_log(GOOD).rows), Mode::Callback),
+            ""
+        );
     }
 
     #[test]

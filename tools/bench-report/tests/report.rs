@@ -92,8 +92,12 @@ fn fixture_passes_every_target_and_writes_outputs() {
     );
     // Each mode has its section, persistent (the default) first; only callback mode has
     // the reuse target.
-    let persistent = stdout.find("== persistent mode ==").expect("persistent section");
-    let callback = stdout.find("== callback mode ==").expect("callback section");
+    let persistent = stdout
+        .find("== persistent mode ==")
+        .expect("persistent section");
+    let callback = stdout
+        .find("== callback mode ==")
+        .expect("callback section");
     assert!(persistent < callback);
     assert!(stdout.contains("Targets (persistent mode):"));
     assert!(!stdout[..callback].contains("reuse"));
@@ -121,7 +125,10 @@ fn fixture_passes_every_target_and_writes_outputs() {
     let csv = std::fs::read_to_string(out.join("persistent/results.csv")).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), 1 + 108 + 4 + 8 + 12 + 2 + 1);
-    assert_eq!(lines[1], "peermem-persistent,latency,reg_mean_ns,65536,0,0,4210.5");
+    assert_eq!(
+        lines[1],
+        "peermem-persistent,latency,reg_mean_ns,65536,0,0,4210.5"
+    );
     assert!(out.join("persistent/pairs.png").exists());
 
     for name in [
