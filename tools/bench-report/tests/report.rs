@@ -215,6 +215,32 @@ fn a_missed_target_exits_1() {
 }
 
 #[test]
+fn a_mode_missing_from_the_log_fails() {
+    let dir = scratch("one-mode");
+    let log: String = std::fs::read_to_string(FIXTURE)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.contains("-persistent,"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let path = dir.join("console.log");
+    std::fs::write(&path, log).unwrap();
+    let (code, stdout, _) = report(&path, &dir.join("out"));
+    assert_eq!(code, EXIT_FAIL);
+    assert!(
+        stdout.contains("FAIL  persistent mode: not measured (no rows)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("23/23 targets passed"), "{stdout}");
+    assert!(
+        stdout.contains("Both modes: 23/24 targets passed"),
+        "{stdout}"
+    );
+    assert!(!dir.join("out/persistent").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn no_rows_or_no_log_exits_2() {
     let dir = scratch("bad");
     let path = dir.join("empty.log");
