@@ -11,8 +11,9 @@
  * pins are persistent. With 0 (callback mode, the reference's legacy mode) it
  * registers "nv_mem", an extended client with PEER_MEM_INVALIDATE_UNMAPS, and
  * "nv_mem_nc" without invalidation:
- *   acquire    a probe: pin and unpin the whole 64 KiB-rounded range; a small
- *              context with a magic number; a module reference
+ *   acquire    a probe: pin (with a callback, in either mode) and unpin the whole
+ *              64 KiB-rounded range; a small context with a magic number; a module
+ *              reference
  *   get_pages  the registration's own pin (a callback pin for nv_mem in callback
  *              mode, persistent otherwise), under the core's mapping lock
  *   dma_map    nvidia_p2p_dma_map_pages, one SG entry per 64 KiB page
@@ -130,17 +131,15 @@ static int acquire_common(unsigned long addr, size_t size, void **client_context
 		return 0;
 	if (floor_mode)
 		goto claim;
-	/* The probe: is this the calling process's GPU memory? */
-	if (persistent)
-		ret = nvidia_p2p_get_pages_persistent(start, end - start, &probe.table, 0);
-	else
-		ret = nvidia_p2p_get_pages(0, 0, start, end - start, &probe.table,
-					   probe_free_callback, &probe);
+	/*
+	 * The probe: is this the calling process's GPU memory? A callback pin in every
+	 * mode, as the reference's acquire, which both of its clients share (docs/abi.md 3).
+	 */
+	ret = nvidia_p2p_get_pages(0, 0, start, end - start, &probe.table,
+				   probe_free_callback, &probe);
 	if (ret)
 		return 0;
-	if (persistent)
-		nvidia_p2p_put_pages_persistent(start, probe.table, 0);
-	else if (!probe.freed)
+	if (!probe.freed)
 		nvidia_p2p_put_pages(0, 0, start, probe.table);
 claim:
 	c = kzalloc(sizeof(*c), GFP_KERNEL);
