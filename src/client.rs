@@ -45,6 +45,7 @@ use crate::{
     nv_p2p::{
         GpuPin,
         NvP2p,
+        PinContext,
         PinError,
         PinIdentity,
         PinRecord, //
@@ -225,6 +226,12 @@ pub(crate) struct ClientShared {
     released: CondVar,
 }
 
+impl PinContext for ClientShared {
+    fn nv(&self) -> &NvP2p {
+        &self.nv
+    }
+}
+
 /// A peer-memory client of mode `M`.
 pub(crate) struct Client<M: Mode> {
     shared: Arc<ClientShared>,
@@ -269,8 +276,7 @@ impl<M: Mode> Client<M> {
     fn pin(&self, range: GpuRange) -> Result<Pin<M>, PinError> {
         let c = &self.shared;
         let pin = M::make(c, range)?;
-        // Accounted as unpinned when its last owner lets go (`PinRecord::released`).
-        c.stats.pinned(range.len());
+        c.stats.pins.fetch_add(1, Relaxed);
         M::link(c, &pin)?;
         Ok(pin)
     }

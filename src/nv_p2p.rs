@@ -44,11 +44,10 @@ use kernel::{
         c_int,
         c_void, //
     },
-    mm::Mm,
     new_condvar,
     prelude::*,
     sync::{
-        aref::ARef,
+        atomic::Atomic,
         CondVar, //
     }, //
 };
@@ -68,9 +67,13 @@ mod state;
 mod tests;
 
 pub(crate) use mapping::DmaMapping;
-pub(crate) use pin::GpuPin;
+pub(crate) use pin::{
+    pinned_now,
+    GpuPin, //
+};
 pub(crate) use shared::{
     FreeHandler,
+    PinContext,
     PinIdentity,
     PinRecord, //
 };
@@ -103,37 +106,6 @@ impl From<PinError> for Error {
             PinError::Freed => EFAULT,
             PinError::NoMemory => ENOMEM,
         }
-    }
-}
-
-/// The process a pin belongs to: its `mm_struct` (`None` for a kernel thread), held
-/// (mmgrab) so that its address is not handed to another process while the pin lives,
-/// and its thread-group id: the identity nvidia.ko looks callback pins up by.
-struct Owner {
-    mm: Option<ARef<Mm>>,
-    tgid: i32,
-}
-
-impl Owner {
-    /// The calling process.
-    fn current() -> Self {
-        let task = kernel::current!();
-        Owner {
-            mm: task.mm().map(|mm| ARef::from(&**mm)),
-            tgid: crate::compat::tgid(task),
-        }
-    }
-
-    /// The `mm_struct`'s address (compared, never dereferenced; 0 for a kernel thread).
-    fn mm_addr(&self) -> usize {
-        self.mm.as_ref().map_or(0, |mm| mm.as_raw() as usize)
-    }
-
-    /// Whether the calling process is this one.
-    fn is_current(&self) -> bool {
-        let task = kernel::current!();
-        let mm = task.mm().map_or(0, |mm| mm.as_raw() as usize);
-        mm == self.mm_addr() && crate::compat::tgid(task) == self.tgid
     }
 }
 
@@ -201,6 +173,9 @@ pub(crate) struct NvP2p {
     /// bytes a pin); a waiter rechecks its own pin's state when woken.
     #[pin]
     idle: CondVar,
+    /// How many tasks wait on `idle`: a waker sees none and skips the wake-up (a
+    /// waiter counts itself under its pin's lock, which the waker holds).
+    idle_waiters: Atomic<u32>,
 }
 
 /// A function the module cannot work without, or the name it is missing by.
@@ -234,6 +209,7 @@ impl NvP2p {
             free_dma_mapping,
             persistent,
             idle <- new_condvar!("peermem_pin_idle"),
+            idle_waiters: Atomic::new(0),
         }))
     }
 

@@ -11,8 +11,10 @@ use kernel::{
 };
 
 use crate::{
-    compat,
-    nv_p2p::PinError,
+    nv_p2p::{
+        pinned_now,
+        PinError, //
+    },
     peer_mem::SgList, //
 };
 
@@ -152,11 +154,6 @@ pub(crate) struct Stats {
     pub(crate) invalidations: Atomic<u64>,
     /// Free callbacks received from nvidia.ko.
     pub(crate) free_callbacks: Atomic<u64>,
-    /// Bytes pinned now, and the peak.
-    pub(crate) bytes_pinned_now: Atomic<u64>,
-    pub(crate) bytes_pinned_peak: Atomic<u64>,
-    /// Pins alive now.
-    pub(crate) pins_now: Atomic<u64>,
     /// Refusals, by [`Refusal`].
     pub(crate) refusals: [Atomic<u64>; REFUSALS],
 }
@@ -175,11 +172,12 @@ impl Stats {
         ("pin_reuses", |s| s.pin_reuses.load(Relaxed)),
         ("invalidations", |s| s.invalidations.load(Relaxed)),
         ("free_callbacks", |s| s.free_callbacks.load(Relaxed)),
-        ("pins_now", |s| s.pins_now.load(Relaxed)),
+        // Pins alive now, and the bytes they pin: counted by the pin type.
+        ("pins_now", |_| pinned_now().0),
         // SG lists built by `dma_map` and not yet freed: counted by the type.
         ("sg_lists_now", |_| SgList::live()),
-        ("bytes_pinned_now", |s| s.bytes_pinned_now.load(Relaxed)),
-        ("bytes_pinned_peak", |s| s.bytes_pinned_peak.load(Relaxed)),
+        ("bytes_pinned_now", |_| pinned_now().1),
+        ("bytes_pinned_peak", |_| pinned_now().2),
     ];
 }
 
@@ -192,9 +190,6 @@ impl Default for Stats {
             pin_reuses: Atomic::new(0),
             invalidations: Atomic::new(0),
             free_callbacks: Atomic::new(0),
-            bytes_pinned_now: Atomic::new(0),
-            bytes_pinned_peak: Atomic::new(0),
-            pins_now: Atomic::new(0),
             refusals: [const { Atomic::new(0) }; REFUSALS],
         }
     }
@@ -219,25 +214,5 @@ impl Stats {
     /// Reads a refusal counter.
     pub(crate) fn refused(&self, why: Refusal) -> u64 {
         self.refusals[why as usize].load(Relaxed)
-    }
-
-    /// Accounts a pin of `bytes` made.
-    pub(crate) fn pinned(&self, bytes: u64) {
-        self.pins.fetch_add(1, Relaxed);
-        self.pins_now.fetch_add(1, Relaxed);
-        let now = self.bytes_pinned_now.fetch_add(bytes, Relaxed) + bytes;
-        let mut peak = self.bytes_pinned_peak.load(Relaxed);
-        while now > peak {
-            match self.bytes_pinned_peak.cmpxchg(peak, now, Relaxed) {
-                Ok(_) => break,
-                Err(seen) => peak = seen,
-            }
-        }
-    }
-
-    /// Accounts a pin of `bytes` gone.
-    pub(crate) fn unpinned(&self, bytes: u64) {
-        compat::fetch_sub(&self.pins_now, 1, Relaxed);
-        compat::fetch_sub(&self.bytes_pinned_now, bytes, Relaxed);
     }
 }

@@ -42,7 +42,7 @@ impl Mode for Callback {
     }
 
     fn make(c: &Arc<ClientShared>, range: GpuRange) -> Result<Pin<Self>, PinError> {
-        NvP2p::pin(&c.nv, range, PinUsers::new(c.clone()))
+        NvP2p::pin(c, range, PinUsers::new())
     }
 
     fn link(c: &ClientShared, pin: &Pin<Self>) -> Result<(), PinError> {
@@ -68,11 +68,11 @@ impl Mode for Callback {
         pin: &Pin<Self>,
         user: ListArc<User<Self>>,
     ) -> Result<(), PinError> {
-        pin.handler().users.lock().attach(user)
+        pin.handler().attach(user)
     }
 
     fn detach(c: &ClientShared, pin: &Pin<Self>, user: &User<Self>) {
-        if pin.handler().users.lock().detach(user) {
+        if pin.handler().detach(user) {
             if let Some(k) = pin.key() {
                 drop(c.pins.unlink(&k));
             }
@@ -80,7 +80,7 @@ impl Mode for Callback {
     }
 
     fn forget_unused(c: &ClientShared, pin: &Pin<Self>) {
-        if pin.handler().users.lock().list.is_empty() {
+        if pin.handler().unused() {
             if let Some(k) = pin.key() {
                 drop(c.pins.unlink(&k));
             }
@@ -89,16 +89,12 @@ impl Mode for Callback {
 
     fn record_context(pin: &Pin<Self>, user: &User<Self>, core_context: u64) -> bool {
         // Under the users lock, so a free callback either sees this context (and
-        // invalidates it) or has already marked the pin dead.
-        let u = pin.handler().users.lock();
-        if u.dead {
-            return false;
-        }
-        user.core_context.store(core_context, Release);
-        true
+        // invalidates it) or has already taken the users.
+        pin.handler()
+            .while_alive(|| user.core_context.store(core_context, Release))
     }
 
     fn users(pin: &Pin<Self>) -> usize {
-        pin.handler().users.lock().count()
+        pin.handler().count()
     }
 }

@@ -23,12 +23,10 @@ use crate::{
     nv_p2p::{
         NvP2p,
         PinError,
-        PinIdentity,
         PinRecord, //
     },
     range::GpuRange,
     registry::SpaceId,
-    stats::Stats,
 };
 
 /// Persistent mode: a pin's record is its number and the counters to account it in; no
@@ -37,16 +35,12 @@ pub(crate) struct Persistent;
 
 /// What a persistent client keeps in a pin's record.
 pub(crate) struct PinNumber {
-    /// The counters its unpinning is accounted in.
-    stats: Arc<Stats>,
     /// The pin's number in the `pins` file, from the registry's sequence.
     pub(super) id: u64,
 }
 
 impl PinRecord for PinNumber {
-    fn released(&self, pin: PinIdentity) {
-        self.stats.unpinned(pin.range.len());
-    }
+    type Context = ClientShared;
 }
 
 impl Mode for Persistent {
@@ -61,10 +55,9 @@ impl Mode for Persistent {
 
     fn make(c: &Arc<ClientShared>, range: GpuRange) -> Result<Pin<Self>, PinError> {
         let record = PinNumber {
-            stats: c.stats.clone(),
             id: c.pins.registry.next_id(),
         };
-        NvP2p::pin_persistent(&c.nv, range, record)
+        NvP2p::pin_persistent(c, range, record)
     }
 
     fn link(_c: &ClientShared, _pin: &Pin<Self>) -> Result<(), PinError> {

@@ -18,7 +18,6 @@ use kernel::{
             Full,
             Relaxed, //
         },
-        Arc,
         SpinLock, //
     }, //
 };
@@ -46,9 +45,9 @@ use crate::{
 /// A registration, as the users list of its pin sees it (`client::user::User`): the
 /// pin knows its users only through this, so this file does not depend on theirs.
 pub(crate) trait PinUser: ListItem<0> + Send + Sync + Sized + 'static {
-    /// The memory of `pin`, which this user uses, is being freed (from its free
-    /// callback): invalidates the registration.
-    fn on_pin_freed(&self, pin: &PinUsers<Self>);
+    /// The memory of the pin of client `c` that this user uses is being freed (from its
+    /// free callback): invalidates the registration.
+    fn on_pin_freed(&self, c: &ClientShared);
 }
 
 /// What the registry and the users of a callback pin ask of it.
@@ -80,7 +79,7 @@ impl<U: PinUser> Entry for GpuPin<PinUsers<U>> {
     }
 
     fn usable(&self) -> bool {
-        !self.handler().users.lock().dead && !self.is_freed()
+        !self.handler().dead() && !self.is_freed()
     }
 }
 
@@ -92,34 +91,80 @@ impl<U: PinUser> Entry for GpuPin<PinUsers<U>> {
 /// `id` is 0 until the pin is linked, then its registry id (neither 0 nor `UNLINKED`),
 /// set once; the free callback sets `UNLINKED` as it unlinks the pin (or finds it not
 /// linked yet), after which it never changes. So exactly one of the callback and the
-/// linker unlinks a freed pin.
+/// linker unlinks a freed pin. `UNLINKED` is set under the `users` lock, as the
+/// callback takes the whole list: a user is in `users` only while `id` is not
+/// `UNLINKED`, and nothing is added after. A user is attached to one pin at most, once
+/// (its only [`ListArc`] is handed to [`PinUsers::attach`]). So while `id` is not
+/// `UNLINKED`, a user of this pin that is not in `users` is in no list at all.
 #[pin_data]
 pub(crate) struct PinUsers<U: PinUser> {
-    pub(super) client: Arc<ClientShared>,
     /// The registry id, 0 until linked: the rest of the key is the owner and the start,
     /// so the record keeps eight bytes of it instead of a 32-byte key. The pin holds its
     /// owner's `mm_struct`, so the key's address is not reused while linked.
     id: Atomic<u64>,
-    /// A spinlock: what it guards is a flag and list links, changed without sleeping.
+    /// Every user that acquired the pin and was not released, linked through the user
+    /// itself: attaching allocates nothing, and the free callback takes the list
+    /// without allocating. A spinlock: list links change without sleeping.
     #[pin]
-    pub(super) users: SpinLock<Users<U>>,
+    users: SpinLock<List<U>>,
 }
 
 impl<U: PinUser> PinUsers<U> {
     /// A pin not linked, with no users yet.
-    pub(super) fn new(client: Arc<ClientShared>) -> impl PinInit<Self> {
-        // INVARIANT: not linked, id 0.
+    pub(super) fn new() -> impl PinInit<Self> {
+        // INVARIANT: not linked, id 0, no users.
         pin_init!(PinUsers {
-            client,
             id: Atomic::new(0),
-            users <- new_spinlock!(
-                Users {
-                    dead: false,
-                    list: List::new(),
-                },
-                "peermem_pin_users"
-            ),
+            users <- new_spinlock!(List::new(), "peermem_pin_users"),
         })
+    }
+
+    /// Whether the memory is being freed: no new user, nothing to share.
+    fn dead(&self) -> bool {
+        self.id.load(Acquire) == UNLINKED
+    }
+
+    /// Adds `user`; [`PinError::Freed`] once the memory is being freed.
+    pub(super) fn attach(&self, user: ListArc<U>) -> Result<(), PinError> {
+        let mut users = self.users.lock();
+        if self.dead() {
+            return Err(PinError::Freed);
+        }
+        // INVARIANT: added under the lock while `id` is not `UNLINKED`.
+        users.push_back(user);
+        Ok(())
+    }
+
+    /// Removes `user` if it is attached; whether no user is left.
+    pub(super) fn detach(&self, user: &U) -> bool {
+        let mut users = self.users.lock();
+        if !self.dead() {
+            // SAFETY: while `id` is not `UNLINKED` (read under the lock), a user is
+            // either in this list or in none (the type invariant).
+            drop(unsafe { users.remove(user) });
+        }
+        users.is_empty()
+    }
+
+    /// Whether no user is attached.
+    pub(super) fn unused(&self) -> bool {
+        self.users.lock().is_empty()
+    }
+
+    /// Runs `f` unless the memory is being freed, under the users lock: a free callback
+    /// either sees what `f` did, or has already taken the list.
+    pub(super) fn while_alive(&self, f: impl FnOnce()) -> bool {
+        let _users = self.users.lock();
+        if self.dead() {
+            return false;
+        }
+        f();
+        true
+    }
+
+    /// How many users are attached.
+    pub(super) fn count(&self) -> usize {
+        self.users.lock().iter().count()
     }
 }
 
@@ -135,74 +180,26 @@ fn key_of(id: u64, space: SpaceId, range: GpuRange) -> Option<PinKey> {
     }
 }
 
-/// The users of a pin.
-///
-/// # Invariants
-///
-/// A user is in `list` only while `dead` is false: the free callback takes the
-/// whole list when it sets `dead`, and nothing is added after. A user is attached to
-/// one pin at most, once (its only [`ListArc`] is handed to `attach`). So while `dead`
-/// is false, a user of this pin that is not in `list` is in no list at all.
-pub(super) struct Users<U: PinUser> {
-    /// The memory is being freed: no new user, nothing to share.
-    pub(super) dead: bool,
-    /// Every user that acquired the pin and was not released, linked through the user
-    /// itself: attaching allocates nothing, and the free callback takes the list
-    /// without allocating.
-    pub(super) list: List<U>,
-}
-
-impl<U: PinUser> Users<U> {
-    /// Adds `user`; `EFAULT` once the memory is being freed.
-    pub(super) fn attach(&mut self, user: ListArc<U>) -> Result<(), PinError> {
-        if self.dead {
-            return Err(PinError::Freed);
-        }
-        // INVARIANT: added while `dead` is false.
-        self.list.push_back(user);
-        Ok(())
-    }
-
-    /// Removes `user` if it is attached; whether no user is left.
-    pub(super) fn detach(&mut self, user: &U) -> bool {
-        if !self.dead {
-            // SAFETY: while the pin is not dead, a user is either in this list or in
-            // none (the type invariant).
-            drop(unsafe { self.list.remove(user) });
-        }
-        self.list.is_empty()
-    }
-
-    /// How many users are attached.
-    pub(super) fn count(&self) -> usize {
-        self.list.iter().count()
-    }
-}
-
 impl<U: PinUser> PinRecord for PinUsers<U> {
-    fn released(&self, pin: PinIdentity) {
-        self.client.stats.unpinned(pin.range.len());
-    }
+    type Context = ClientShared;
 }
 
 impl<U: PinUser> FreeHandler for PinUsers<U> {
-    fn on_free(&self, pin: PinIdentity) {
-        let list = {
-            let mut u = self.users.lock();
-            // INVARIANT: the list is taken as `dead` is set.
-            u.dead = true;
-            core::mem::take(&mut u.list)
+    fn on_free(&self, c: &ClientShared, pin: PinIdentity) {
+        let (id, list) = {
+            let mut users = self.users.lock();
+            // INVARIANT: set once and for all, under the lock, as the list is taken.
+            // A pin not linked yet is unlinked by its linker, which finds `UNLINKED`
+            // (`GpuPin::linked`).
+            let id = self.id.xchg(UNLINKED, Full);
+            (id, core::mem::take(&mut *users))
         };
-        self.client.stats.free_callbacks.fetch_add(1, Relaxed);
-        // A pin not linked yet is unlinked by its linker, which finds `UNLINKED`
-        // (`GpuPin::linked`).
-        // INVARIANT: set once and for all, as the callback unlinks.
-        let id = self.id.xchg(UNLINKED, Full);
+        c.stats.free_callbacks.fetch_add(1, Relaxed);
         if let Some(key) = key_of(id, space_of(&pin), pin.range) {
-            drop(self.client.pins.unlink(&key));
+            drop(c.pins.unlink(&key));
         }
         for user in list.iter() {
-            user.on_pin_freed(self);
+            user.on_pin_freed(c);
         }
     }
 }

@@ -22,10 +22,7 @@ use kernel::{
 };
 
 use super::{
-    shared_pin::{
-        PinUser,
-        PinUsers, //
-    },
+    shared_pin::PinUser,
     Callback,
     ClientShared,
     Mode,
@@ -55,12 +52,12 @@ const _: () = assert!(
     "a pin handle must be one pointer"
 );
 
-// A pin's record with its `Arc` count fits a 192-byte allocation in either mode, with the
-// locks as production kernels lay them out (lock debugging makes every mutex larger).
+// A pin's record with its `Arc` count fits a 128-byte allocation in either mode, with the
+// locks as production kernels lay them out (lock debugging makes every lock larger).
 #[cfg(not(any(CONFIG_DEBUG_LOCK_ALLOC, CONFIG_DEBUG_MUTEXES, CONFIG_DEBUG_SPINLOCK)))]
 const _: () = assert!(
-    Pin::<Callback>::RECORD_BYTES <= 184 && Pin::<super::Persistent>::RECORD_BYTES <= 184,
-    "a pin's record must fit a 192-byte allocation"
+    Pin::<Callback>::RECORD_BYTES <= 120 && Pin::<super::Persistent>::RECORD_BYTES <= 120,
+    "a pin's record must fit a 128-byte allocation"
 );
 
 /// No core_context yet (`get_pages` not called).
@@ -130,8 +127,8 @@ pub(super) struct UserState<M: Mode> {
 }
 
 impl PinUser for User<Callback> {
-    fn on_pin_freed(&self, pin: &PinUsers<Self>) {
-        self.invalidate(&pin.client);
+    fn on_pin_freed(&self, c: &ClientShared) {
+        self.invalidate(c);
     }
 }
 

@@ -17,10 +17,7 @@ use super::{
         FreeHandler,
         PinShared, //
     },
-    state::{
-        Phase,
-        Raw, //
-    },
+    state::Raw,
 };
 use crate::glue::ModuleRef;
 
@@ -41,16 +38,11 @@ pub(super) unsafe extern "C" fn free_callback<T: FreeHandler>(data: *mut c_void)
     // caller's guarantee), the driver's reference, which is only given back below,
     // after the last use of `shared`.
     let shared: ArcBorrow<'_, PinShared<T>> = unsafe { <Arc<PinShared<T>>>::borrow(data) };
-    {
-        let mut st = shared.state.lock();
-        st.callback_running = true;
-        st.callback_task = kernel::task::Task::current_raw() as usize;
-        st.phase = Phase::Freed;
-    }
+    shared.state.lock().start_callback();
     // No new driver call starts on the table from here on (`DriverCall`).
-    shared.handler.on_free(shared.identity());
+    shared.handler.on_free(&shared.ctx, shared.identity());
 
-    let (data, _orphan) = {
+    let (table, mappings) = {
         let mut st = shared.state.lock();
         // Calls that started before the phase changed must end before the driver frees
         // the table, which it does as soon as this callback returns.
@@ -58,18 +50,24 @@ pub(super) unsafe extern "C" fn free_callback<T: FreeHandler>(data: *mut c_void)
             shared.wait_idle(&mut st);
         }
         let table = core::mem::replace(&mut st.table, Raw(core::ptr::null_mut()));
-        for m in st.mappings.take() {
-            // SAFETY: `m` is a live mapping of the table; freeing it is allowed inside
-            // the callback (docs/abi.md 1.1), and nothing else uses it any more.
-            unsafe { (shared.nv.free_dma_mapping)(m.0) };
-        }
-        if !table.0.is_null() {
-            // SAFETY: `table` is this pin's table; freeing it is the one thing the
-            // callback must do with it (docs/abi.md 1.1).
-            unsafe { (shared.nv.free_page_table)(table.0) };
-        }
-        st.callback_running = false;
-        st.callback_task = 0;
+        (table, st.mappings.take())
+    };
+    // Freed outside the spinlock (the driver may sleep in its frees): the pin is
+    // freed with nothing in flight, so nothing else uses them any more, and the
+    // callback is still running, so no owner lets the record go meanwhile.
+    for m in mappings {
+        // SAFETY: `m` is a live mapping of the table; freeing it is allowed inside the
+        // callback (docs/abi.md 1.1), and nothing else uses it any more.
+        unsafe { (shared.nv().free_dma_mapping)(m.0) };
+    }
+    if !table.0.is_null() {
+        // SAFETY: `table` is this pin's table; freeing it is the one thing the callback
+        // must do with it (docs/abi.md 1.1).
+        unsafe { (shared.nv().free_page_table)(table.0) };
+    }
+    let (data, _orphan) = {
+        let mut st = shared.state.lock();
+        st.end_callback();
         shared.wake_idle(&st);
         (st.take_data(), st.orphan.take())
     };

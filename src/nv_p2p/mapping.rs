@@ -42,7 +42,7 @@ impl<T: PinRecord> GpuPin<T> {
         build: impl FnOnce(&[u64]) -> Result<R, PinError>,
     ) -> Result<(DmaMapping<T>, R), PinError> {
         let s = &self.shared;
-        let map = s.nv.dma_map_pages;
+        let map = s.nv().dma_map_pages;
         let call = DriverCall::map(s)?;
         let mut raw = core::ptr::null_mut();
         // SAFETY: `map` is nvidia_p2p_dma_map_pages (type invariant of `NvP2p`); the
@@ -105,7 +105,7 @@ fn unmap_raw<T: PinRecord>(
     // SAFETY: `dma_unmap_pages` is nvidia_p2p_dma_unmap_pages (type invariant of
     // `NvP2p`); `raw` is a live mapping of the table for `peer`, forgotten by the pin so
     // nobody else frees it; the table stays live while `call` is counted in flight.
-    let ret = unsafe { (s.nv.dma_unmap_pages)(peer.as_raw(), call.table(), raw) };
+    let ret = unsafe { (s.nv().dma_unmap_pages)(peer.as_raw(), call.table(), raw) };
     if let Err(e) = driver_result(ret) {
         pr_warn!("nvidia_p2p_dma_unmap_pages failed: {:?}\n", e);
     }

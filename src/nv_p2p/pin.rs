@@ -6,21 +6,28 @@
 
 use kernel::{
     prelude::*,
-    sync::Arc, //
+    sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Arc, //
+    }, //
 };
 
 use super::{
     callback::free_callback,
     shared::{
         FreeHandler,
+        PinContext,
         PinIdentity,
-        PinKind,
         PinRecord,
         PinShared, //
     },
     state::{
         DriverData,
-        Phase, //
+        Phase,
+        PinKind, //
     },
     NvP2p,
     PinError,
@@ -28,25 +35,26 @@ use super::{
 };
 use crate::{
     bindings,
+    compat,
     foreign::driver_result,
     glue::ModuleRef,
     range::GpuRange, //
 };
 
 impl NvP2p {
-    /// Pins `range` with a free callback: `handler` runs if the owning process frees
-    /// the memory before the pin is dropped. Must run in the owning process.
+    /// Pins `range` for `ctx` with a free callback: `handler` runs if the owning process
+    /// frees the memory before the pin is dropped. Must run in the owning process.
     pub(crate) fn pin<T: FreeHandler>(
-        nv: &Arc<NvP2p>,
+        ctx: &Arc<T::Context>,
         range: GpuRange,
         handler: impl PinInit<T>,
     ) -> Result<GpuPin<T>, PinError> {
         let shared = Arc::pin_init(
-            PinShared::new(nv.clone(), range, PinKind::Callback, handler),
+            PinShared::new(ctx.clone(), range, PinKind::Callback, handler),
             GFP_KERNEL,
         )
         .map_err(|_| PinError::NoMemory)?;
-        let get = nv.get_pages;
+        let get = ctx.nv().get_pages;
         // The driver's reference to `shared`, handed over as the callback's `data`;
         // kept in the pin's state before the callback can run (even before get_pages
         // returns), given back by whichever of put and callback ends last.
@@ -78,26 +86,26 @@ impl NvP2p {
             return Err(PinError::Driver(e));
         }
         shared.adopt_table(table)?;
-        Ok(GpuPin { shared })
+        Ok(GpuPin::counted(shared))
     }
 
-    /// Pins `range` persistently: the memory stays allocated until the pin is dropped,
-    /// even if the process frees it. Uses the persistent pair where the driver has
-    /// it, else `get_pages` with a NULL callback (drivers before 535.14, docs/abi.md 1.1).
-    /// `handler` is never called on a free (there is no callback), only
-    /// [`PinRecord::released`] when the last owner lets go.
+    /// Pins `range` for `ctx` persistently: the memory stays allocated until the pin is
+    /// dropped, even if the process frees it. Uses the persistent pair where the driver
+    /// has it, else `get_pages` with a NULL callback (drivers before 535.14, docs/abi.md
+    /// 1.1). There is no free callback: `handler` is only kept in the record.
     pub(crate) fn pin_persistent<T: PinRecord>(
-        nv: &Arc<NvP2p>,
+        ctx: &Arc<T::Context>,
         range: GpuRange,
         handler: impl PinInit<T>,
     ) -> Result<GpuPin<T>, PinError> {
+        let nv = ctx.nv();
         let (kind, ret, table) = {
             let mut table = core::ptr::null_mut();
             if let Some(api) = nv.persistent {
                 // SAFETY: `api.get` is nvidia_p2p_get_pages_persistent (type invariant);
                 // `table` is a valid out-pointer; flags 0 is the default.
                 let ret = unsafe { (api.get)(range.start(), range.len(), &mut table, 0) };
-                (PinKind::Persistent(api.put), ret, table)
+                (PinKind::Persistent, ret, table)
             } else {
                 let get = nv.get_pages;
                 // SAFETY: `get` is nvidia_p2p_get_pages (type invariant); without a
@@ -117,7 +125,7 @@ impl NvP2p {
             }
         };
         driver_result(ret).map_err(PinError::Driver)?;
-        let init = PinShared::new(nv.clone(), range, kind, handler);
+        let init = PinShared::new(ctx.clone(), range, kind, handler);
         let shared = match Arc::pin_init(init, GFP_KERNEL) {
             Ok(s) => s,
             Err(_) => {
@@ -128,7 +136,7 @@ impl NvP2p {
             }
         };
         shared.adopt_table(table)?;
-        Ok(GpuPin { shared })
+        Ok(GpuPin::counted(shared))
     }
 
     /// Unpins `table` with the put function of its kind.
@@ -144,11 +152,15 @@ impl NvP2p {
         table: *mut bindings::nvidia_p2p_page_table,
     ) {
         let ret = match kind {
-            PinKind::Persistent(put) => {
+            // A persistent pin is only made with the pair (`pin_persistent`), which the
+            // driver table keeps: never `None` here.
+            PinKind::Persistent => match self.persistent {
                 // SAFETY: `table` is a live persistent pin of `range` (the caller's
-                // guarantee), made by the pair `put` belongs to; flags must be 0.
-                unsafe { put(range.start(), table, 0) }
-            }
+                // guarantee), made by this driver's pair, whose `put` this is; flags
+                // must be 0.
+                Some(api) => unsafe { (api.put)(range.start(), table, 0) },
+                None => EINVAL.to_errno(),
+            },
             PinKind::Callback | PinKind::LegacyPersistent => {
                 // SAFETY: `table` is a live pin of `range` made by get_pages (the
                 // caller's guarantee); tokens are 0 as at get_pages.
@@ -166,15 +178,32 @@ impl NvP2p {
     }
 }
 
+/// The pins alive now (made and not yet let go of by their last owner), the bytes
+/// they pin, and the peak of those bytes: counted by [`GpuPin`].
+static PINS_NOW: Atomic<u64> = Atomic::new(0);
+static BYTES_NOW: Atomic<u64> = Atomic::new(0);
+static BYTES_PEAK: Atomic<u64> = Atomic::new(0);
+
 /// A pinned range of GPU memory, owned by every clone of the handle.
 ///
 /// Dropping the last clone unpins, unless a free callback already tore the pin down.
 ///
 /// # Invariants
 ///
-/// `shared.owners` counts the live handles of `shared`, this one included.
+/// `shared.owners` counts the live handles of `shared`, this one included. A pin is
+/// counted in `PINS_NOW` and `BYTES_NOW` from when it is made until its last handle is
+/// dropped.
 pub(crate) struct GpuPin<T: PinRecord> {
     pub(super) shared: Arc<PinShared<T>>,
+}
+
+/// How many pins are alive, how many bytes they pin now, and the peak of those.
+pub(crate) fn pinned_now() -> (u64, u64, u64) {
+    (
+        PINS_NOW.load(Relaxed),
+        BYTES_NOW.load(Relaxed),
+        BYTES_PEAK.load(Relaxed),
+    )
 }
 
 impl<T: PinRecord> Clone for GpuPin<T> {
@@ -189,6 +218,22 @@ impl<T: PinRecord> Clone for GpuPin<T> {
 }
 
 impl<T: PinRecord> GpuPin<T> {
+    /// The first handle of a pin just made (its record counts one owner), counted.
+    fn counted(shared: Arc<PinShared<T>>) -> Self {
+        let bytes = shared.range.len();
+        PINS_NOW.fetch_add(1, Relaxed);
+        let now = BYTES_NOW.fetch_add(bytes, Relaxed) + bytes;
+        let mut peak = BYTES_PEAK.load(Relaxed);
+        while now > peak {
+            match BYTES_PEAK.cmpxchg(peak, now, Relaxed) {
+                Ok(_) => break,
+                Err(seen) => peak = seen,
+            }
+        }
+        // INVARIANT: one owner, this handle; counted above.
+        GpuPin { shared }
+    }
+
     /// The bytes of a pin's record with handler `T`, besides the `Arc`'s count (checked
     /// by the client where locks have their production layout).
     ///
@@ -222,14 +267,13 @@ impl<T: PinRecord> GpuPin<T> {
     /// Unpins, as the last owner: puts the pin, or leaves it to its callback.
     fn put_last(&self) {
         let s = &self.shared;
-        let table = {
+        let (table, kind) = {
             let mut st = s.state.lock();
             if st.phase == Phase::Freed {
                 // The driver tore the pin down. A callback still running elsewhere may
                 // use what the owner is about to free: wait for it, unless this is that
                 // very callback dropping the last reference.
-                let me = kernel::task::Task::current_raw() as usize;
-                while st.callback_running && st.callback_task != me {
+                while st.callback_elsewhere() {
                     s.wait_idle(&mut st);
                 }
                 return;
@@ -237,7 +281,7 @@ impl<T: PinRecord> GpuPin<T> {
             if st.phase != Phase::Live {
                 return;
             }
-            if matches!(s.kind, PinKind::Callback) && !s.owner.is_current() {
+            if st.kind == PinKind::Callback && !s.owned_by_current() {
                 // Outside the owning process nvidia.ko would not find the pin and
                 // answer 0, keeping it and its callback (abi.md 1.4b). Leave it to
                 // that callback: the driver keeps its `data` reference, and the module
@@ -250,7 +294,7 @@ impl<T: PinRecord> GpuPin<T> {
                         "GPU pin {:#x}+{:#x} released outside its process (tgid {}): it stays until that process frees the memory or exits\n",
                         s.range.start(),
                         s.range.len(),
-                        s.owner.tgid
+                        s.tgid()
                     );
                 }
                 return;
@@ -261,12 +305,12 @@ impl<T: PinRecord> GpuPin<T> {
             while st.in_flight > 0 {
                 s.wait_idle(&mut st);
             }
-            st.table.0
+            (st.table.0, st.kind)
         };
-        // SAFETY: the table is a live pin of `s.range` of kind `s.kind`: the phase was
+        // SAFETY: the table is a live pin of `s.range` of kind `kind`: the phase was
         // `Live` and is now `Putting`, so no callback started before and none will use
         // the table after put_pages returns.
-        unsafe { s.nv.raw_put(s.kind, s.range, table) };
+        unsafe { s.nv().raw_put(kind, s.range, table) };
         s.finish_put();
     }
 }
@@ -279,6 +323,8 @@ impl<T: PinRecord> Drop for GpuPin<T> {
             return;
         }
         self.put_last();
-        self.shared.handler.released(self.shared.identity());
+        // INVARIANT: the last handle is gone: so is the pin's count.
+        compat::fetch_sub(&PINS_NOW, 1, Relaxed);
+        compat::fetch_sub(&BYTES_NOW, self.shared.range.len(), Relaxed);
     }
 }

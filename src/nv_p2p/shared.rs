@@ -6,13 +6,16 @@
 use core::mem::ManuallyDrop;
 
 use kernel::{
-    new_mutex,
+    mm::Mm,
+    new_spinlock,
     prelude::*,
     sync::{
+        aref::ARef,
+        atomic::Relaxed,
         Arc,
-        Mutex,
-        MutexGuard,
-        Refcount, //
+        Refcount,
+        SpinLock,
+        SpinLockGuard, //
     }, //
 };
 
@@ -20,16 +23,16 @@ use super::{
     abi::check_page_table,
     state::{
         Phase,
+        PinKind,
         PinState,
         Raw, //
     },
     NvP2p,
-    Owner,
-    PinError,
-    PutPagesPersistentFn, //
+    PinError, //
 };
 use crate::{
     bindings,
+    compat,
     range::GpuRange, //
 };
 
@@ -42,78 +45,113 @@ pub(crate) struct PinIdentity {
     pub(crate) tgid: i32,
 }
 
-/// What a pin's owners keep in its record, told when the last owner lets go of it.
+/// Who pins: what every pin of theirs refers to, the driver its pins are made with
+/// included (one reference a pin, shared with the record's own needs).
+pub(crate) trait PinContext: Send + Sync + 'static {
+    /// The driver the pins are made with.
+    fn nv(&self) -> &NvP2p;
+}
+
+impl PinContext for NvP2p {
+    fn nv(&self) -> &NvP2p {
+        self
+    }
+}
+
+/// What a pin's owners keep in its record.
 pub(crate) trait PinRecord: Send + Sync + 'static {
-    /// Called once, when the last [`GpuPin`] of `pin` is dropped, after the pin was put
-    /// (or left to its callback, or found freed by one).
-    fn released(&self, _pin: PinIdentity) {}
+    /// Who pins: the record's pin refers to it.
+    type Context: PinContext;
 }
 
 /// The record of a callback pin: also what runs when the owning process frees the
 /// pinned memory.
 pub(crate) trait FreeHandler: PinRecord {
-    /// Called from the driver's free callback of callback pin `pin`, before the page
-    /// table and its DMA mappings are freed. It may sleep briefly; it must not wait for
-    /// the GPU, and it must not allocate. Every DMA mapping of the pin is dead once
-    /// this returns.
-    fn on_free(&self, pin: PinIdentity);
-}
-
-/// How a pin was made, and so how it is put.
-#[derive(Clone, Copy)]
-pub(super) enum PinKind {
-    /// `get_pages` with a free callback; unpinned with `put_pages`.
-    Callback,
-    /// The persistent pair; unpinned with the pair's `put`, which it carries (there is
-    /// no persistent pin without it).
-    Persistent(PutPagesPersistentFn),
-    /// `get_pages` with a NULL callback (drivers before 535.14); unpinned with
-    /// `put_pages`.
-    LegacyPersistent,
+    /// Called from the driver's free callback of callback pin `pin`, made by `ctx`,
+    /// before the page table and its DMA mappings are freed. It may sleep briefly; it
+    /// must not wait for the GPU, and it must not allocate. Every DMA mapping of the pin
+    /// is dead once this returns.
+    fn on_free(&self, ctx: &Self::Context, pin: PinIdentity);
 }
 
 /// What a pin handle and the driver's callback share.
 #[pin_data]
 pub(super) struct PinShared<T: PinRecord> {
-    /// The driver's functions, shared by every pin (a copy would be 64 bytes a pin).
-    pub(super) nv: Arc<NvP2p>,
+    /// Who pinned: the driver's functions and wait queue are reached through it (one
+    /// reference a pin, which the record's handler shares).
+    pub(super) ctx: Arc<T::Context>,
     pub(super) range: GpuRange,
-    pub(super) kind: PinKind,
-    /// The process that pinned (the caller of `NvP2p::pin`).
-    pub(super) owner: Owner,
+    /// The process that pinned (the caller of `NvP2p::pin`): its `mm_struct` (`None`
+    /// for a kernel thread), held (mmgrab) so that its address is not handed to another
+    /// process while the pin lives, and its thread-group id, the identity nvidia.ko
+    /// looks callback pins up by.
+    mm: Option<ARef<Mm>>,
+    tgid: i32,
     /// How many [`GpuPin`] handles own the pin: the last one dropped unpins. The
     /// `Arc` count is more, with the driver's `data` reference and DMA mappings.
     pub(super) owners: Refcount,
+    /// A spinlock: nothing sleeps under it but the waits for the pin to go idle, which
+    /// drop it (driver calls and frees are made outside it).
     #[pin]
-    pub(super) state: Mutex<PinState>,
+    pub(super) state: SpinLock<PinState>,
     #[pin]
     pub(super) handler: T,
 }
 
 impl<T: PinRecord> PinShared<T> {
     pub(super) fn new(
-        nv: Arc<NvP2p>,
+        ctx: Arc<T::Context>,
         range: GpuRange,
         kind: PinKind,
         handler: impl PinInit<T>,
     ) -> impl PinInit<Self> {
+        let (mm, tgid) = {
+            let task = kernel::current!();
+            (
+                task.mm().map(|mm| ARef::<Mm>::from(&**mm)),
+                crate::compat::tgid(task),
+            )
+        };
         pin_init!(Self {
-            nv,
+            ctx,
             range,
-            kind,
-            owner: Owner::current(),
+            mm,
+            tgid,
             owners: Refcount::new(1),
-            state <- new_mutex!(PinState::new(Phase::Live), "peermem_pin_state"),
+            state <- new_spinlock!(PinState::new(Phase::Live, kind), "peermem_pin_state"),
             handler <- handler,
         })
+    }
+
+    /// The driver the pin was made with.
+    pub(super) fn nv(&self) -> &NvP2p {
+        self.ctx.nv()
+    }
+
+    /// The `mm_struct`'s address of the process that pinned (compared, never
+    /// dereferenced; 0 for a kernel thread).
+    fn mm_addr(&self) -> usize {
+        self.mm.as_ref().map_or(0, |mm| mm.as_raw() as usize)
+    }
+
+    /// The thread-group id of the process that pinned.
+    pub(super) fn tgid(&self) -> i32 {
+        self.tgid
+    }
+
+    /// Whether the calling process is the one that pinned.
+    pub(super) fn owned_by_current(&self) -> bool {
+        let task = kernel::current!();
+        let mm = task.mm().map_or(0, |mm| mm.as_raw() as usize);
+        mm == self.mm_addr() && crate::compat::tgid(task) == self.tgid
     }
 
     /// The pin's range and owner.
     pub(super) fn identity(&self) -> PinIdentity {
         PinIdentity {
             range: self.range,
-            mm: self.owner.mm_addr(),
-            tgid: self.owner.tgid,
+            mm: self.mm_addr(),
+            tgid: self.tgid,
         }
     }
 
@@ -134,6 +172,7 @@ impl<T: PinRecord> PinShared<T> {
         let check = unsafe { check_page_table(table, self.range.pages()) };
         if let Err(bad) = check {
             st.phase = Phase::Putting;
+            let kind = st.kind;
             drop(st);
             pr_err!(
                 "nvidia.ko returned an unusable page table ({:?}); unpinning\n",
@@ -141,8 +180,8 @@ impl<T: PinRecord> PinShared<T> {
             );
             if !table.is_null() {
                 // SAFETY: the table was handed out by this driver for `self.range` with
-                // a pin of `self.kind`, and no callback has started.
-                unsafe { self.nv.raw_put(self.kind, self.range, table) };
+                // a pin of `kind`, and no callback has started.
+                unsafe { self.nv().raw_put(kind, self.range, table) };
             }
             self.finish_put();
             return Err(PinError::BadAnswer);
@@ -167,18 +206,22 @@ impl<T: PinRecord> PinShared<T> {
 
     /// Waits for a change of the state (a call ending, a callback finishing): the lock
     /// is dropped while asleep and held again on return.
-    pub(super) fn wait_idle(&self, st: &mut MutexGuard<'_, PinState>) {
-        // Counted under the lock, and queued before the lock is dropped: a waker, which
-        // holds the lock, sees the count whenever a waiter could miss its wake-up.
-        st.waiters += 1;
-        self.nv.idle.wait(st);
-        st.waiters -= 1;
+    pub(super) fn wait_idle(&self, st: &mut SpinLockGuard<'_, PinState>) {
+        let nv = self.nv();
+        // Counted under the pin's lock, and queued before the lock is dropped: a waker
+        // of this pin, which holds the lock, sees the count whenever a waiter could
+        // miss its wake-up (waiters of other pins only cost it a wake-up more).
+        nv.idle_waiters.fetch_add(1, Relaxed);
+        nv.idle.wait(st);
+        compat::fetch_sub(&nv.idle_waiters, 1, Relaxed);
     }
 
-    /// Wakes the tasks in [`PinShared::wait_idle`], if any (with the state lock held).
-    pub(super) fn wake_idle(&self, st: &PinState) {
-        if st.waiters > 0 {
-            self.nv.idle.notify_all();
+    /// Wakes the tasks in [`PinShared::wait_idle`], if any (with the state lock held,
+    /// which `_st` proves).
+    pub(super) fn wake_idle(&self, _st: &PinState) {
+        let nv = self.nv();
+        if nv.idle_waiters.load(Relaxed) > 0 {
+            nv.idle.notify_all();
         }
     }
 }

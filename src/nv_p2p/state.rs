@@ -4,7 +4,10 @@
 //! records, the driver calls in flight on the table, and the driver's reference on the
 //! pin's record (docs/pin-state-machine.md).
 
-use core::ptr::NonNull;
+use core::{
+    num::NonZeroUsize,
+    ptr::NonNull, //
+};
 
 use kernel::{
     alloc::AllocError,
@@ -36,6 +39,19 @@ pub(super) enum Phase {
     Freed,
 }
 
+/// How a pin was made, and so how it is put.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum PinKind {
+    /// `get_pages` with a free callback; unpinned with `put_pages`.
+    Callback,
+    /// The persistent pair; unpinned with the pair's `put` (made only where the driver
+    /// has the pair: `NvP2p::pin_persistent`).
+    Persistent,
+    /// `get_pages` with a NULL callback (drivers before 535.14); unpinned with
+    /// `put_pages`.
+    LegacyPersistent,
+}
+
 /// A driver-owned pointer kept under the pin's lock.
 pub(super) struct Raw<T>(pub(super) *mut T);
 
@@ -61,11 +77,11 @@ pub(super) struct PinState {
     pub(super) table: Raw<bindings::nvidia_p2p_page_table>,
     pub(super) mappings: Mappings,
     pub(super) in_flight: u32,
-    /// Tasks waiting on the pin's `idle` condition: a waker with none skips the wake-up.
-    pub(super) waiters: u32,
-    pub(super) callback_running: bool,
-    /// The task running the callback (compared, never dereferenced).
-    pub(super) callback_task: usize,
+    /// How the pin was made (and so is put); never changes.
+    pub(super) kind: PinKind,
+    /// The task running the free callback, while it runs (compared, never
+    /// dereferenced).
+    callback: Option<NonZeroUsize>,
     /// The driver's reference on the record (a callback pin's, until given back).
     pub(super) data: Option<DriverData>,
     /// Held while the pin is orphaned: the module stays until its callback ran.
@@ -73,24 +89,44 @@ pub(super) struct PinState {
 }
 
 impl PinState {
-    /// The state of a pin in `phase` with no table, mapping, call or callback yet.
-    pub(super) fn new(phase: Phase) -> Self {
+    /// The state of a pin of `kind` in `phase` with no table, mapping, call or callback
+    /// yet.
+    pub(super) fn new(phase: Phase, kind: PinKind) -> Self {
         PinState {
             phase,
             table: Raw(core::ptr::null_mut()),
             mappings: Mappings::new(),
             in_flight: 0,
-            waiters: 0,
-            callback_running: false,
-            callback_task: 0,
+            kind,
+            callback: None,
             data: None,
             orphan: None,
         }
     }
 
+    /// A free callback starts in the calling task: the pin is freed, no driver call on
+    /// its table starts from here on.
+    pub(super) fn start_callback(&mut self) {
+        self.callback = NonZeroUsize::new(kernel::task::Task::current_raw() as usize);
+        self.phase = Phase::Freed;
+    }
+
+    /// The free callback returns (the driver frees the table then).
+    pub(super) fn end_callback(&mut self) {
+        self.callback = None;
+    }
+
+    /// Whether a free callback runs in another task than the calling one.
+    pub(super) fn callback_elsewhere(&self) -> bool {
+        self.callback
+            .is_some_and(|t| t.get() != kernel::task::Task::current_raw() as usize)
+    }
+
     /// Counts a mapping call in flight on the live table, with room reserved to
     /// record its mapping beside those of the calls already in flight (each records
-    /// one when it returns); [`PinError::Freed`] once the pin is freed or put.
+    /// one when it returns); [`PinError::Freed`] once the pin is freed or put. Called
+    /// under the pin's spinlock: the room, needed only with more than one mapping of
+    /// a pin (rare: a second peer, or concurrent maps), is allocated without sleeping.
     pub(super) fn begin_call(&mut self) -> Result<*mut bindings::nvidia_p2p_page_table, PinError> {
         if self.phase != Phase::Live || self.table.0.is_null() {
             return Err(PinError::Freed);
@@ -120,7 +156,7 @@ impl PinState {
     /// Whether the driver's `data` reference may be given back now: no callback is
     /// running and none can start (put returned, or a callback already ran).
     pub(super) fn data_may_go(&self) -> bool {
-        !self.callback_running && matches!(self.phase, Phase::Put | Phase::Freed)
+        self.callback.is_none() && matches!(self.phase, Phase::Put | Phase::Freed)
     }
 
     /// Takes the driver's `data` reference out if it may be given back now (see
@@ -140,7 +176,7 @@ pub(super) type RawMapping = Raw<bindings::nvidia_p2p_dma_mapping>;
 
 /// The live DMA mappings of a pin: the first in place (a pin mostly has one peer), any
 /// more in a boxed vector, so that the pin's state stays small (with the client's
-/// record, a pin fits a 192-byte allocation). The first is a pointer, null when there
+/// record, a pin fits a 128-byte allocation). The first is a pointer, null when there
 /// is none (an `Option` of one would take 16 bytes).
 ///
 /// # Invariants
@@ -166,7 +202,8 @@ impl Mappings {
         usize::from(!self.first.0.is_null()) + self.more.as_ref().map_or(0, |v| v.len())
     }
 
-    /// Makes room for `extra` more, so that that many [`Mappings::push`] succeed.
+    /// Makes room for `extra` more, so that that many [`Mappings::push`] succeed:
+    /// allocates without sleeping (the caller holds the pin's spinlock).
     pub(super) fn reserve(&mut self, extra: usize) -> Result<(), AllocError> {
         // The first lives in place: the vector holds the others.
         let others = (self.len() + extra).saturating_sub(1);
@@ -175,10 +212,10 @@ impl Mappings {
         }
         let more = match &mut self.more {
             Some(v) => v,
-            None => self.more.insert(KBox::new(KVec::new(), GFP_KERNEL)?),
+            None => self.more.insert(KBox::new(KVec::new(), GFP_ATOMIC)?),
         };
         let have = more.len();
-        more.reserve(others.saturating_sub(have), GFP_KERNEL)?;
+        more.reserve(others.saturating_sub(have), GFP_ATOMIC)?;
         Ok(())
     }
 

@@ -5,9 +5,9 @@
 
 use super::{
     abi::*,
-    shared::PinKind,
     state::{
         Phase,
+        PinKind,
         PinState,
         Raw, //
     },
@@ -26,10 +26,12 @@ mod stub;
 /// A free handler that does nothing (the suite's pins are never freed by a callback).
 struct NoCallback;
 
-impl PinRecord for NoCallback {}
+impl PinRecord for NoCallback {
+    type Context = NvP2p;
+}
 
 impl FreeHandler for NoCallback {
-    fn on_free(&self, _pin: PinIdentity) {}
+    fn on_free(&self, _nv: &NvP2p, _pin: PinIdentity) {}
 }
 
 #[kunit_tests(peermem_nv_p2p)]
@@ -45,10 +47,7 @@ mod suite {
     };
     use crate::glue::no_symbols;
     use kernel::sync::{
-        atomic::{
-            Atomic,
-            Relaxed, //
-        },
+        atomic::Relaxed,
         Arc, //
     };
 
@@ -245,14 +244,11 @@ mod suite {
         Ok(())
     }
 
-    /// Counts the [`PinRecord::released`] calls of its pins.
-    static RELEASED: Atomic<u32> = Atomic::new(0);
-    struct CountReleases;
+    /// A persistent pin's record, with nothing in it.
+    struct Plain;
 
-    impl PinRecord for CountReleases {
-        fn released(&self, _pin: PinIdentity) {
-            RELEASED.fetch_add(1, Relaxed);
-        }
+    impl PinRecord for Plain {
+        type Context = NvP2p;
     }
 
     #[test]
@@ -265,21 +261,25 @@ mod suite {
         let mut t = table(0x0002_0000, 1)?;
         GOOD_TABLE.store(&raw mut t.raw, Relaxed);
         MODE.store(2, Relaxed);
-        let (puts, released) = (PUTS.load(Relaxed), RELEASED.load(Relaxed));
-        let pin = NvP2p::pin_persistent(&nv, range, CountReleases).map_err(Error::from)?;
+        let (puts, (pins, bytes, _)) = (PUTS.load(Relaxed), pinned_now());
+        let pin = NvP2p::pin_persistent(&nv, range, Plain).map_err(Error::from)?;
+        // Counted once, by the pin itself.
+        assert_eq!(pinned_now().0, pins + 1);
+        assert_eq!(pinned_now().1, bytes + range.len());
+        assert!(pinned_now().2 >= bytes + range.len());
         // Three owners of one pin (a registry node and two registrations): the first
-        // two to let go neither put it nor release it.
+        // two to let go neither put it nor uncount it.
         let a = pin.clone();
         let b = a.clone();
         drop(pin);
         drop(b);
         assert_eq!(PUTS.load(Relaxed), puts);
-        assert_eq!(RELEASED.load(Relaxed), released);
-        // Made by the persistent pair, whose put it carries.
-        assert!(!a.is_freed() && matches!(a.shared.kind, PinKind::Persistent(_)));
+        assert_eq!(pinned_now().0, pins + 1);
+        // Made by the persistent pair.
+        assert!(!a.is_freed() && a.shared.state.lock().kind == PinKind::Persistent);
         drop(a);
         assert_eq!(PUTS.load(Relaxed), puts + 1);
-        assert_eq!(RELEASED.load(Relaxed), released + 1);
+        assert_eq!((pinned_now().0, pinned_now().1), (pins, bytes));
         GOOD_TABLE.store(core::ptr::null_mut(), Relaxed);
         drop(t);
         Ok(())
@@ -289,19 +289,19 @@ mod suite {
     fn callback_data_is_given_back_by_whichever_ends_last() {
         // Live, putting or orphaned: a callback may still come.
         for phase in [Phase::Live, Phase::Putting, Phase::Orphaned] {
-            assert!(!PinState::new(phase).data_may_go());
+            assert!(!PinState::new(phase, PinKind::Callback).data_may_go());
         }
         // Put, or freed by a callback that returned: given back (once: `take_data`
         // takes it out of the state).
         for phase in [Phase::Put, Phase::Freed] {
-            assert!(PinState::new(phase).data_may_go());
-            assert!(PinState::new(phase).take_data().is_none());
+            assert!(PinState::new(phase, PinKind::Callback).data_may_go());
+            assert!(PinState::new(phase, PinKind::Callback).take_data().is_none());
         }
         // A callback still running keeps it, even once put.
-        let mut st = PinState::new(Phase::Put);
-        st.callback_running = true;
+        let mut st = PinState::new(Phase::Put, PinKind::Callback);
+        st.start_callback();
         assert!(!st.data_may_go());
-        st.callback_running = false;
+        st.end_callback();
         assert!(st.data_may_go());
     }
 
@@ -311,7 +311,7 @@ mod suite {
         // Three dma_map calls in flight at once on a live pin (concurrent
         // registrations of one shared pin), then each records its mapping: every one
         // finds room, or a mapping would go unrecorded and never be unmapped.
-        let mut st = PinState::new(Phase::Live);
+        let mut st = PinState::new(Phase::Live, PinKind::Callback);
         st.table = Raw(0x40 as *mut bindings::nvidia_p2p_page_table);
         for _ in 0..3 {
             assert_eq!(st.begin_call()?, st.table.0);
@@ -327,7 +327,7 @@ mod suite {
         assert_eq!(st.mappings.len(), 3);
         // Not once the pin is put or freed.
         for phase in [Phase::Putting, Phase::Put, Phase::Freed] {
-            assert_eq!(PinState::new(phase).begin_call(), Err(PinError::Freed));
+            assert_eq!(PinState::new(phase, PinKind::Callback).begin_call(), Err(PinError::Freed));
         }
         // An unmap counts in flight only for a recorded mapping, which it forgets.
         assert_eq!(st.begin_unmap(m(2).0), Some(st.table.0));
