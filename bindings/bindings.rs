@@ -217,7 +217,10 @@ unsafe extern "C" {
     ) -> *mut scatterlist;
 }
 unsafe extern "C" {
-    pub fn peermem_sg_free(sgt: *mut sg_table);
+    pub fn peermem_sg_count(sgl: *mut scatterlist) -> kernel::ffi::c_uint;
+}
+unsafe extern "C" {
+    pub fn peermem_sg_free(sgl: *mut scatterlist);
 }
 unsafe extern "C" {
     pub fn peermem_module_get();

@@ -65,8 +65,10 @@ int peermem_sg_alloc(struct sg_table *sgt, unsigned int n);
  * and as length; no struct page). Returns the next entry, NULL after the last.
  */
 struct scatterlist *peermem_sg_set(struct scatterlist *sg, u64 dma, u32 len);
-/* Frees what peermem_sg_alloc allocated and zeroes the table. */
-void peermem_sg_free(struct sg_table *sgt);
+/* The number of entries of the list at @sgl, to its end mark. */
+unsigned int peermem_sg_count(struct scatterlist *sgl);
+/* Frees the list at @sgl that peermem_sg_alloc allocated (its count is its own). */
+void peermem_sg_free(struct scatterlist *sgl);
 
 /* A reference on this module (held by each live registration context, an orphaned
  * callback pin and a running free callback), and its release. */

@@ -28,6 +28,7 @@ pub(crate) use generated::*;
 pub(crate) use kernel::bindings::{
     device,
     pci_dev,
+    scatterlist,
     sg_table, //
 };
 

@@ -52,9 +52,7 @@ use crate::{
     },
     peer_mem::{
         ClientKind,
-        Invalidator,
-        SgHead,
-        SgList, //
+        Invalidator, //
     },
     range::{
         GpuRange,
@@ -81,10 +79,7 @@ mod user;
 pub(crate) use callback::Callback;
 pub(crate) use persistent::Persistent;
 use sg::sg_entries;
-use user::{
-    Mapping,
-    User, //
-};
+use user::User;
 
 /// A pin of a client of mode `M`: one owner handle of the driver pin, whose record is
 /// the mode's.
@@ -344,16 +339,6 @@ impl<M: Mode> Client<M> {
             Ok(user) => Ok(Some(user)),
             Err(e) => self.pin_failed(span, e),
         }
-    }
-}
-
-/// Drops a registration's DMA mapping (which unmaps) and frees its SG list, taken out
-/// of its state.
-fn drop_mapped<M: Mode>((mapping, sg): (Option<Mapping<M>>, Option<(SgHead, SgList)>)) {
-    drop(mapping);
-    if let Some((mut head, list)) = sg {
-        head.uninstall(&list);
-        drop(list);
     }
 }
 

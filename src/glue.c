@@ -112,10 +112,18 @@ struct scatterlist *peermem_sg_set(struct scatterlist *sg, u64 dma, u32 len)
 	return sg_next(sg);
 }
 
-void peermem_sg_free(struct sg_table *sgt)
+unsigned int peermem_sg_count(struct scatterlist *sgl)
 {
-	sg_free_table(sgt);
-	memset(sgt, 0, sizeof(*sgt));
+	return sg_nents(sgl);
+}
+
+void peermem_sg_free(struct scatterlist *sgl)
+{
+	/* sg_alloc_table marked the end after the n entries it made: the table is whole. */
+	unsigned int n = sg_nents(sgl);
+	struct sg_table sgt = { .sgl = sgl, .nents = n, .orig_nents = n };
+
+	sg_free_table(&sgt);
 }
 
 void peermem_module_get(void)

@@ -43,6 +43,7 @@ mod sg;
 
 pub(crate) use registration::Registration;
 pub(crate) use sg::{
+    InstalledSg,
     SgError,
     SgHead,
     SgList, //

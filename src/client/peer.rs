@@ -17,6 +17,7 @@ use crate::{
     nv_p2p::PinError,
     peer_mem::{
         DmaDevice,
+        InstalledSg,
         PeerClient,
         SgError,
         SgHead,
@@ -30,7 +31,6 @@ use crate::{
 };
 
 use super::{
-    drop_mapped,
     sg_entries,
     Client,
     Mode,
@@ -73,7 +73,7 @@ impl<M: Mode> PeerClient for Client<M> {
     fn dma_map(
         &self,
         user: ArcBorrow<'_, User<M>>,
-        mut sg: SgHead,
+        sg: SgHead,
         dev: DmaDevice<'_>,
     ) -> Result<u32> {
         let stats = &self.shared.stats;
@@ -96,19 +96,18 @@ impl<M: Mode> PeerClient for Client<M> {
             })
         };
         let (mapping, list) = pin
-            .dma_map(peer, build)
+            .dma_map(&peer, build)
             .map_err(|e| refuse(Refusal::of_map_error(e), Error::from(e)))?;
         // Built apart and installed only on success: on failure the core's table is
         // left untouched, as it requires.
-        sg.install(&list);
-        let n = list.len();
-        // The core maps a region once; whatever an earlier call left is dropped after
+        let (sg, n) = InstalledSg::install(sg, list);
+        // The core maps a region once; whatever an earlier call left is undone after
         // the lock (an unmap may sleep).
         let earlier = {
             let mut st = user.state.lock();
-            (st.mapping.replace(mapping), st.sg.replace((sg, list)))
+            (st.mapping.replace(mapping), st.sg.replace(sg))
         };
-        drop_mapped::<M>(earlier);
+        user.undo(earlier);
         Ok(n)
     }
 
@@ -116,12 +115,12 @@ impl<M: Mode> PeerClient for Client<M> {
         // Never waits for an invalidation (see `UserState`): the state lock alone
         // decides which of this and an INVALIDATE_UNMAPS invalidation drops the
         // mapping; the plain client's unmap runs nested in its invalidation.
-        let (mapping, list) = {
+        let mapped = {
             let mut st = user.state.lock();
-            let ours = st.sg.as_ref().is_some_and(|(head, _)| head.is(&sg));
+            let ours = st.sg.as_ref().is_some_and(|installed| installed.is_in(&sg));
             (st.mapping.take(), if ours { st.sg.take() } else { None })
         };
-        drop_mapped::<M>((mapping, list));
+        user.undo(mapped);
     }
 
     fn put_pages(&self, user: ArcBorrow<'_, User<M>>, sg: SgHead) {
@@ -134,7 +133,7 @@ impl<M: Mode> PeerClient for Client<M> {
     }
 
     fn release(&self, user: Arc<User<M>>) {
-        drop_mapped::<M>(user.release(&self.shared));
+        user.undo(user.release(&self.shared));
         if let Ok(pin) = user.pin() {
             M::detach(&self.shared, pin, &user);
         }

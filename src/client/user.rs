@@ -33,17 +33,13 @@ use crate::{
     nv_p2p::DmaMapping,
     peer_mem::{
         ClientKind,
-        SgHead,
-        SgList, //
+        InstalledSg, //
     },
     range::{
         GpuRange,
         Span, //
     }, //
 };
-
-/// A DMA mapping of the pin of a registration of a client of mode `M`.
-pub(super) type Mapping<M> = DmaMapping<<M as Mode>::Record>;
 
 // A registry node holds the handle in place: one pointer, so the node fits a 64-byte
 // allocation (`registry::NODE_BYTES`).
@@ -66,32 +62,31 @@ pub(super) const NO_CONTEXT: u64 = u64::MAX;
 /// One registration (the core's client context) of a client of mode `M`.
 #[pin_data]
 pub(crate) struct User<M: Mode> {
-    /// The pin it uses, from acquire on, or the error its pin failed with (a
-    /// registration claimed to report it from `get_pages`); never changed, so read
-    /// without a lock. Declared first, so dropped before the module reference: the
-    /// last owner's put runs in this module.
-    pin: Result<Pin<M>, Error>,
+    /// The pin it uses, from acquire on; `None` for a registration claimed to report the
+    /// error its pin failed with (kept in its state) from `get_pages`. Never changed,
+    /// so read without a lock. Declared first, so dropped before the module reference:
+    /// the last owner's put runs in this module.
+    pin: Option<Pin<M>>,
     /// Every live registration holds the module: rmmod fails with "in use" instead
     /// of blocking in the core's unregistration (abi.md 3).
     _module: ModuleRef,
-    /// The registered bytes (the 64 KiB pages that cover them are computed from them:
-    /// the record fits a 128-byte allocation).
+    /// The registered bytes (the 64 KiB pages that cover them are computed from them).
     span: Span,
     pub(super) core_context: Atomic<u64>,
     #[pin]
-    pub(super) state: SpinLock<UserState<M>>,
-    /// Its place among the users of its pin (`Users`, callback mode), or in the list of
-    /// persistent registrations (`Pins`, persistent mode): one list at most.
+    pub(super) state: SpinLock<UserState>,
+    /// Its place among the users of its pin (`PinUsers`, callback mode), or in the list
+    /// of persistent registrations (`Pins`, persistent mode): one list at most.
     #[pin]
     links: ListLinks,
 }
 
-// The record with its `Arc` count fits a 128-byte allocation, with the locks as
+// The record with its `Arc` count fits a 96-byte allocation, with the locks as
 // production kernels lay them out (lock debugging makes every lock larger).
 #[cfg(not(any(CONFIG_DEBUG_LOCK_ALLOC, CONFIG_DEBUG_MUTEXES, CONFIG_DEBUG_SPINLOCK)))]
 const _: () = assert!(
-    size_of::<User<Callback>>() <= 120 && size_of::<User<super::Persistent>>() <= 120,
-    "a registration's record must fit a 128-byte allocation"
+    size_of::<User<Callback>>() <= 88 && size_of::<User<super::Persistent>>() <= 88,
+    "a registration's record must fit a 96-byte allocation"
 );
 
 // The one `ListArc` of a user is made with it and handed to its pin's users list, or to
@@ -103,28 +98,41 @@ impl_list_item! {
     impl{M: Mode} ListItem<0> for User<M> { using ListLinks { self.links }; }
 }
 
+/// Where a registration is in its invalidation and release.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Stage {
+    /// Neither invalidated nor released.
+    Live,
+    /// An invalidation (there is one at most) is calling the core: a release waits
+    /// until it returns, so that the core's context outlives the call.
+    /// `release_waits`: a release waits on the client's `released` condition.
+    Invalidating { release_waits: bool },
+    /// The invalidation returned.
+    Invalidated,
+    /// The core released the registration: no invalidation starts after.
+    Released,
+}
+
 /// What a registration changes after it is made: its mapping and SG list, and where it
 /// is in its invalidation and release.
 ///
-/// A spinlock: nothing sleeps under it (mappings and SG lists are taken out and dropped
+/// A spinlock: nothing sleeps under it (mappings and SG lists are taken out and undone
 /// after it). Never held by `dma_unmap`/`put_pages` beyond taking them out, so the core
 /// may call those under a region's mapping lock (after a failed `dma_map`, with the
 /// region still findable) while an invalidation waits for that lock (abi.md 2.5).
-pub(super) struct UserState<M: Mode> {
-    pub(super) mapping: Option<Mapping<M>>,
-    /// The core's table and the SG list installed in it: freed from this record,
-    /// since the core zeroes its table after an invalidation (abi.md 2.5).
-    pub(super) sg: Option<(SgHead, SgList)>,
-    /// The core released the registration: no invalidation starts after.
-    released: bool,
-    /// An invalidation started (there is one at most).
-    invalidated: bool,
-    /// An invalidation is calling the core: release waits until it returns, so that the
-    /// core's context outlives the call.
-    invalidating: bool,
-    /// A release waits on the client's `released` condition for `invalidating` to clear.
-    waiting: bool,
+pub(super) struct UserState {
+    /// The DMA mapping of the pin made by `dma_map`, unmapped through the pin.
+    pub(super) mapping: Option<DmaMapping>,
+    /// The SG list installed in the core's table: freed from this record, since the
+    /// core zeroes its table after an invalidation (abi.md 2.5).
+    pub(super) sg: Option<InstalledSg>,
+    stage: Stage,
+    /// The error the registration's pin failed with (a registration without a pin).
+    failed: Option<Error>,
 }
+
+/// A registration's mapping and SG list, taken out of its state to be undone.
+pub(super) type Mapped = (Option<DmaMapping>, Option<InstalledSg>);
 
 impl PinUser for User<Callback> {
     fn on_pin_freed(&self, c: &ClientShared) {
@@ -136,6 +144,10 @@ impl<M: Mode> User<M> {
     /// A registration of `span` using `pin`, or claimed with the error its pin failed
     /// with.
     pub(super) fn new(span: Span, pin: Result<Pin<M>, Error>) -> Result<ListArc<Self>> {
+        let (pin, failed) = match pin {
+            Ok(pin) => (Some(pin), None),
+            Err(e) => (None, Some(e)),
+        };
         ListArc::pin_init(
             try_pin_init!(Self {
                 pin,
@@ -146,10 +158,8 @@ impl<M: Mode> User<M> {
                     UserState {
                         mapping: None,
                         sg: None,
-                        released: false,
-                        invalidated: false,
-                        invalidating: false,
-                        waiting: false,
+                        stage: Stage::Live,
+                        failed,
                     },
                     "peermem_user_state"
                 ),
@@ -176,7 +186,20 @@ impl<M: Mode> User<M> {
 
     /// The pin the registration uses, or the error it was claimed with.
     pub(super) fn pin(&self) -> Result<&Pin<M>, Error> {
-        self.pin.as_ref().map_err(|e| *e)
+        match &self.pin {
+            Some(pin) => Ok(pin),
+            None => Err(self.state.lock().failed.unwrap_or(EFAULT)),
+        }
+    }
+
+    /// Undoes a mapping and SG list taken out of the state, after its lock: unmaps
+    /// through the pin (an unmap may sleep), then empties the core's table and frees
+    /// the list.
+    pub(super) fn undo(&self, (mapping, sg): Mapped) {
+        if let (Some(m), Some(pin)) = (mapping, &self.pin) {
+            pin.unmap(m);
+        }
+        drop(sg);
     }
 
     /// Invalidates the registration through the core (from the free callback of the
@@ -189,16 +212,17 @@ impl<M: Mode> User<M> {
         }
         {
             let mut st = self.state.lock();
-            if st.released || st.invalidated {
+            if st.stage != Stage::Live {
                 return;
             }
-            st.invalidated = true;
-            st.invalidating = true;
+            st.stage = Stage::Invalidating {
+                release_waits: false,
+            };
         }
         if let Some(inv) = c.invalidator.as_ref() {
-            // SAFETY: this registration's context is not released: `released` was
-            // false under the state lock when `invalidating` was set, and `release`
-            // waits for `invalidating` to clear before the core frees the context.
+            // SAFETY: this registration's context is not released: the stage was `Live`
+            // under the state lock when it became `Invalidating`, and `release` waits
+            // for it to end before the core frees the context.
             match unsafe { inv.invalidate(cc) } {
                 Ok(()) => {
                     c.stats.invalidations.fetch_add(1, Relaxed);
@@ -214,29 +238,31 @@ impl<M: Mode> User<M> {
             // Taken under the state lock, so that exactly one of this and the core's
             // dma_unmap drops it; dropped before release may go on.
             let mapping = self.state.lock().mapping.take();
-            drop(mapping);
+            self.undo((mapping, None));
         }
         let mut st = self.state.lock();
-        st.invalidating = false;
-        if st.waiting {
+        let waits = st.stage
+            == Stage::Invalidating {
+                release_waits: true,
+            };
+        st.stage = Stage::Invalidated;
+        if waits {
             c.released.notify_all();
         }
     }
 
     /// Marks the registration released (no invalidation starts after), waits for an
     /// invalidation in progress to return, and takes the mapping and SG list out for the
-    /// caller to drop: one lock round.
-    pub(super) fn release(
-        &self,
-        c: &ClientShared,
-    ) -> (Option<Mapping<M>>, Option<(SgHead, SgList)>) {
+    /// caller to undo ([`User::undo`]): one lock round.
+    pub(super) fn release(&self, c: &ClientShared) -> Mapped {
         let mut st = self.state.lock();
-        st.released = true;
-        while st.invalidating {
-            st.waiting = true;
+        while let Stage::Invalidating { .. } = st.stage {
+            st.stage = Stage::Invalidating {
+                release_waits: true,
+            };
             c.released.wait(&mut st);
         }
-        st.waiting = false;
+        st.stage = Stage::Released;
         (st.mapping.take(), st.sg.take())
     }
 }

@@ -2,18 +2,16 @@
 
 //! DMA mappings of a pin for one PCI peer.
 
-use kernel::{
-    prelude::*,
-    sync::Arc, //
-};
+use core::ptr::NonNull;
+
+use kernel::prelude::*;
 
 use super::{
     abi::dma_addresses,
     pin::GpuPin,
     shared::{
         DriverCall,
-        PinRecord,
-        PinShared, //
+        PinRecord, //
     },
     state::{
         Phase,
@@ -31,16 +29,18 @@ impl<T: PinRecord> GpuPin<T> {
     /// Maps the pinned range for DMA by `peer`, and hands the DMA address of each
     /// 64 KiB page, in order and read in place, to `build`, whose result comes back
     /// with the mapping. Fails with [`PinError::Freed`] once the memory was freed, and
-    /// with `build`'s error (the mapping undone).
+    /// with `build`'s error (the mapping undone). The pin records the mapping: it is
+    /// undone by [`GpuPin::unmap`], else by the pin's last owner before the put, or
+    /// freed by the free callback.
     ///
     /// `build` runs while the driver call is counted in flight: a free callback waits
     /// for it before the driver frees the addresses. It must not wait for anything a
     /// free callback holds.
     pub(crate) fn dma_map<R>(
         &self,
-        peer: PciFunction,
+        peer: &PciFunction,
         build: impl FnOnce(&[u64]) -> Result<R, PinError>,
-    ) -> Result<(DmaMapping<T>, R), PinError> {
+    ) -> Result<(DmaMapping, R), PinError> {
         let s = &self.shared;
         let map = s.nv().dma_map_pages;
         let call = DriverCall::map(s)?;
@@ -70,57 +70,41 @@ impl<T: PinRecord> GpuPin<T> {
             }
             st.phase != Phase::Freed
         });
-        let err = match built {
-            Ok(r) if alive => {
-                return Ok((
-                    DmaMapping {
-                        shared: s.clone(),
-                        raw: Raw(raw),
-                        peer,
-                    },
-                    r,
-                ))
+        let err = match (built, NonNull::new(raw)) {
+            (Ok(r), Some(m)) if alive && made => {
+                // INVARIANT: handed out by the driver for this pin, and recorded above.
+                return Ok((DmaMapping(m), r));
             }
-            Err(e) if alive => e,
+            (Ok(_), _) if alive => PinError::BadAnswer,
+            (Err(e), _) if alive => e,
             // Freed meanwhile: whatever was built is dropped with the mapping undone.
             _ => PinError::Freed,
         };
         if made {
-            unmap_raw(s, &peer, raw);
+            s.unmap(raw);
         }
         Err(err)
     }
-}
 
-/// Unmaps `raw` unless a callback took over its freeing (then the callback frees it).
-fn unmap_raw<T: PinRecord>(
-    s: &PinShared<T>,
-    peer: &PciFunction,
-    raw: *mut bindings::nvidia_p2p_dma_mapping,
-) {
-    let Some(call) = DriverCall::unmap(s, raw) else {
-        // The callback frees it (it may be this very thread, nested in it).
-        return;
-    };
-    // SAFETY: `dma_unmap_pages` is nvidia_p2p_dma_unmap_pages (type invariant of
-    // `NvP2p`); `raw` is a live mapping of the table for `peer`, forgotten by the pin so
-    // nobody else frees it; the table stays live while `call` is counted in flight.
-    let ret = unsafe { (s.nv().dma_unmap_pages)(peer.as_raw(), call.table(), raw) };
-    if let Err(e) = driver_result(ret) {
-        pr_warn!("nvidia_p2p_dma_unmap_pages failed: {:?}\n", e);
-    }
-    drop(call);
-}
-
-/// A DMA mapping of a pinned range for one PCI peer; dropping it unmaps.
-pub(crate) struct DmaMapping<T: PinRecord> {
-    shared: Arc<PinShared<T>>,
-    raw: Raw<bindings::nvidia_p2p_dma_mapping>,
-    peer: PciFunction,
-}
-
-impl<T: PinRecord> Drop for DmaMapping<T> {
-    fn drop(&mut self) {
-        unmap_raw(&self.shared, &self.peer, self.raw.0);
+    /// Unmaps `m`, a mapping of this pin, unless the free callback frees it (then it
+    /// does); a mapping the pin does not record is left alone.
+    pub(crate) fn unmap(&self, m: DmaMapping) {
+        self.shared.unmap(m.0.as_ptr());
     }
 }
+
+/// A DMA mapping of a pin for one PCI peer, as its pin records it: the pin's handle
+/// unmaps it ([`GpuPin::unmap`]). One pointer: the registration that made it keeps it
+/// beside the pin's handle.
+///
+/// # Invariants
+///
+/// `0` was handed out by nvidia.ko's `dma_map_pages` for a pin of this module, which
+/// records it until it is unmapped or freed.
+pub(crate) struct DmaMapping(NonNull<bindings::nvidia_p2p_dma_mapping>);
+
+// SAFETY: only the pointer's value travels; the mapping is used through its pin, under
+// the pin's rules.
+unsafe impl Send for DmaMapping {}
+// SAFETY: `&DmaMapping` gives nothing but the pointer's value.
+unsafe impl Sync for DmaMapping {}

@@ -267,6 +267,7 @@ impl<T: PinRecord> GpuPin<T> {
     /// Unpins, as the last owner: puts the pin, or leaves it to its callback.
     fn put_last(&self) {
         let s = &self.shared;
+        s.unmap_left();
         let (table, kind) = {
             let mut st = s.state.lock();
             if st.phase == Phase::Freed {

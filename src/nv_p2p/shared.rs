@@ -33,6 +33,7 @@ use super::{
 use crate::{
     bindings,
     compat,
+    foreign::driver_result,
     range::GpuRange, //
 };
 
@@ -281,6 +282,47 @@ impl<T: PinRecord> Drop for DriverCall<'_, T> {
 }
 
 impl<T: PinRecord> PinShared<T> {
+    /// Unmaps `raw` unless a callback took over its freeing (then the callback frees it)
+    /// or the pin does not record it; whether it did.
+    pub(super) fn unmap(&self, raw: *mut bindings::nvidia_p2p_dma_mapping) -> bool {
+        let Some(call) = DriverCall::unmap(self, raw) else {
+            // The callback frees it (it may be this very thread, nested in it).
+            return false;
+        };
+        // SAFETY: `raw` is a live mapping of the pin's table (recorded by the pin, and
+        // taken out of its record by `call`): its `pci_dev` is the peer it was made for
+        // (docs/abi.md 1.1), which outlives it (the core unmaps before its device goes).
+        let peer = unsafe { (*raw).pci_dev };
+        // SAFETY: `dma_unmap_pages` is nvidia_p2p_dma_unmap_pages (type invariant of
+        // `NvP2p`); `raw` is a live mapping of the table for `peer`, forgotten by the pin
+        // so nobody else frees it; the table stays live while `call` is counted in
+        // flight.
+        let ret = unsafe { (self.nv().dma_unmap_pages)(peer, call.table(), raw) };
+        if let Err(e) = driver_result(ret) {
+            pr_warn!("nvidia_p2p_dma_unmap_pages failed: {:?}\n", e);
+        }
+        drop(call);
+        true
+    }
+
+    /// Unmaps every mapping still recorded, as the last owner (no map starts any more):
+    /// the driver wants them gone before the put. None is left in this module's use
+    /// (each registration unmaps its own), unless a free callback frees them.
+    pub(super) fn unmap_left(&self) {
+        loop {
+            let raw = {
+                let st = self.state.lock();
+                match (st.phase, st.mappings.first()) {
+                    (Phase::Live, Some(raw)) => raw,
+                    _ => return,
+                }
+            };
+            if !self.unmap(raw) {
+                return;
+            }
+        }
+    }
+
     /// Ends a driver call (its guard's end); wakes a callback waiting for calls to
     /// drain.
     fn end_call(&self, st: &mut PinState) {

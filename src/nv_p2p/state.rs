@@ -235,6 +235,11 @@ impl Mappings {
             .is_some_and(|v| v.push_within_capacity(m).is_ok())
     }
 
+    /// The first recorded mapping, if any.
+    pub(super) fn first(&self) -> Option<*mut bindings::nvidia_p2p_dma_mapping> {
+        (!self.first.0.is_null()).then_some(self.first.0)
+    }
+
     /// Forgets the mapping at `raw`; whether it was recorded.
     pub(super) fn remove(&mut self, raw: *mut bindings::nvidia_p2p_dma_mapping) -> bool {
         if raw.is_null() {

@@ -37,24 +37,49 @@ impl SgHead {
     pub(crate) fn is(&self, other: &SgHead) -> bool {
         self.ptr == other.ptr
     }
+}
 
-    /// Hands `list`'s entries to the core: its table describes them from now on.
-    pub(crate) fn install(&mut self, list: &SgList) {
-        // SAFETY: `ptr` is the core's live table (type invariant); the core expects it
-        // filled with DMA-mapped entries once dma_map returns 0.
-        unsafe { self.ptr.as_ptr().write(list.table) };
+/// An SG list installed in the core's table of a region: the table describes the list's
+/// entries until the guard is dropped, which empties the table (if it still describes
+/// the list: the core zeroes it after an invalidation, abi.md 2.5) and frees the list.
+pub(crate) struct InstalledSg {
+    head: SgHead,
+    list: SgList,
+}
+
+impl InstalledSg {
+    /// Hands `list`'s entries to the core's table `head`; with the number of entries.
+    pub(crate) fn install(head: SgHead, list: SgList) -> (Self, u32) {
+        let n = list.len();
+        // SAFETY: `head.ptr` is the core's live table (type invariant of `SgHead`); the
+        // core expects it filled with DMA-mapped entries once dma_map returns 0.
+        unsafe {
+            head.ptr.as_ptr().write(bindings::sg_table {
+                sgl: list.sgl.as_ptr(),
+                nents: n,
+                orig_nents: n,
+            })
+        };
+        (InstalledSg { head, list }, n)
     }
 
-    /// Empties the core's table if it still describes `list` (it does not once the
-    /// core zeroed it after an invalidation, abi.md 2.5).
-    pub(crate) fn uninstall(&mut self, list: &SgList) {
-        // SAFETY: `ptr` is the core's live table (type invariant).
-        let t = unsafe { &mut *self.ptr.as_ptr() };
-        if t.sgl == list.table.sgl {
+    /// Whether the list is installed in the table `head`.
+    pub(crate) fn is_in(&self, head: &SgHead) -> bool {
+        self.head.is(head)
+    }
+}
+
+impl Drop for InstalledSg {
+    fn drop(&mut self) {
+        // SAFETY: `head.ptr` is the core's live table (type invariant of `SgHead`): the
+        // guard is dropped at the latest at the region's release.
+        let t = unsafe { &mut *self.head.ptr.as_ptr() };
+        if t.sgl == self.list.sgl.as_ptr() {
             t.sgl = core::ptr::null_mut();
             t.nents = 0;
             t.orig_nents = 0;
         }
+        // `list` is freed after: the core's table no longer names it.
     }
 }
 
@@ -70,22 +95,23 @@ pub(crate) enum SgError {
 /// How many [`SgList`]s are live: the `sg_lists_now` counter.
 static LIVE: Atomic<u64> = Atomic::new(0);
 
-/// An SG list this module built for the core: its own record of what it allocated.
+/// An SG list this module built for the core: one pointer, its own record of what it
+/// allocated (the entries count to their end mark).
 ///
-/// The core is handed a copy of the table header ([`SgHead::install`]) and may zero
-/// its copy (it does after an invalidation); the entries are freed from this record.
+/// The core is handed its entries ([`InstalledSg::install`]) and may zero its table (it
+/// does after an invalidation); the entries are freed from this record.
 ///
 /// # Invariants
 ///
-/// `table` was allocated by `peermem_sg_alloc` and is freed only by `Drop`. `LIVE`
-/// counts every `SgList`.
+/// `sgl` is the first entry of a list allocated by `peermem_sg_alloc`, freed only by
+/// `Drop`. `LIVE` counts every `SgList`.
 pub(crate) struct SgList {
-    table: bindings::sg_table,
+    sgl: NonNull<bindings::scatterlist>,
 }
 
 // SAFETY: the list is owned memory, freed once, from any thread.
 unsafe impl Send for SgList {}
-// SAFETY: `&SgList` only reads the header.
+// SAFETY: `&SgList` only reads the entries.
 unsafe impl Sync for SgList {}
 
 impl SgList {
@@ -103,10 +129,11 @@ impl SgList {
         // ENOMEM) the glue leaves nothing allocated.
         let ret = unsafe { bindings::peermem_sg_alloc(&mut table, n) };
         driver_result(ret).map_err(|_| SgError::NoMemory)?;
+        let sgl = NonNull::new(table.sgl).ok_or(SgError::NoMemory)?;
         LIVE.fetch_add(1, Relaxed);
         // INVARIANT: allocated by `peermem_sg_alloc` just above, and counted.
-        let list = SgList { table };
-        let mut sg = list.table.sgl;
+        let list = SgList { sgl };
+        let mut sg = list.sgl.as_ptr();
         for (addr, len) in entries.take(n as usize) {
             if sg.is_null() {
                 // Fewer entries than counted: `list` frees what was allocated.
@@ -126,15 +153,16 @@ impl SgList {
 
     /// Number of entries.
     pub(crate) fn len(&self) -> u32 {
-        self.table.nents
+        // SAFETY: `sgl` is a live list of this module's (type invariant).
+        unsafe { bindings::peermem_sg_count(self.sgl.as_ptr()) }
     }
 }
 
 impl Drop for SgList {
     fn drop(&mut self) {
-        // SAFETY: `table` was allocated by `peermem_sg_alloc` and is freed only here
+        // SAFETY: `sgl` was allocated by `peermem_sg_alloc` and is freed only here
         // (type invariant).
-        unsafe { bindings::peermem_sg_free(&mut self.table) };
+        unsafe { bindings::peermem_sg_free(self.sgl.as_ptr()) };
         // INVARIANT: the list is gone.
         compat::fetch_sub(&LIVE, 1, Relaxed);
     }
