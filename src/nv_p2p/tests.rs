@@ -41,7 +41,9 @@ mod suite {
             stub_driver,
             GOOD_TABLE,
             MODE,
-            PUTS, //
+            PUTS,
+            PUTS_AT_UNMAP,
+            UNMAPS, //
         },
         *, //
     };
@@ -282,6 +284,35 @@ mod suite {
         assert_eq!((pinned_now().0, pinned_now().1), (pins, bytes));
         GOOD_TABLE.store(core::ptr::null_mut(), Relaxed);
         drop(t);
+        Ok(())
+    }
+
+    #[test]
+    fn the_last_owner_unmaps_a_mapping_left_before_the_put() -> Result {
+        let nv = Arc::pin_init(
+            NvP2p::new(&stub_driver(true)).map_err(|_| EINVAL)?,
+            GFP_KERNEL,
+        )?;
+        let range = GpuRange::aligned(0x7f00_0001_0000, 0x1_0000).ok_or(EINVAL)?;
+        let mut t = table(0x0002_0000, 1)?;
+        GOOD_TABLE.store(&raw mut t.raw, Relaxed);
+        MODE.store(2, Relaxed);
+        // SAFETY: an all-zero mapping is a valid value (null pointers, zero counts);
+        // the stub's unmap only counts it.
+        let mut m: KBox<bindings::nvidia_p2p_dma_mapping> =
+            KBox::new(unsafe { core::mem::zeroed() }, GFP_KERNEL)?;
+        let (puts, unmaps) = (PUTS.load(Relaxed), UNMAPS.load(Relaxed));
+        let pin = NvP2p::pin_persistent(&nv, range, Plain).map_err(Error::from)?;
+        // A mapping the pin records, which nobody unmapped.
+        assert!(pin.shared.state.lock().mappings.push(Raw(&raw mut *m)));
+        drop(pin);
+        // Unmapped once, before the put (the driver wants every mapping gone first).
+        assert_eq!(UNMAPS.load(Relaxed), unmaps + 1);
+        assert_eq!(PUTS_AT_UNMAP.load(Relaxed), puts);
+        assert_eq!(PUTS.load(Relaxed), puts + 1);
+        GOOD_TABLE.store(core::ptr::null_mut(), Relaxed);
+        drop(t);
+        drop(m);
         Ok(())
     }
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! A stub nvidia.ko for the `peermem_nv_p2p` suite: what its persistent get hands out
-//! is chosen per test (`MODE`), and its puts are counted.
+//! is chosen per test (`MODE`), and its puts and unmaps are counted.
 
 use kernel::{
     ffi::c_int,
@@ -24,6 +24,9 @@ use crate::{
 // A stub driver: what its persistent get hands out is chosen per test.
 pub(super) static MODE: Atomic<u32> = Atomic::new(0);
 pub(super) static PUTS: Atomic<u32> = Atomic::new(0);
+/// The unmaps made, and the puts counted at the last one.
+pub(super) static UNMAPS: Atomic<u32> = Atomic::new(0);
+pub(super) static PUTS_AT_UNMAP: Atomic<u32> = Atomic::new(0);
 /// What the persistent get hands out in mode 2.
 pub(super) static GOOD_TABLE: AtomicPtr<bindings::nvidia_p2p_page_table> =
     compat::null_atomic_ptr();
@@ -123,6 +126,8 @@ unsafe extern "C" fn stub_unmap(
     _t: *mut bindings::nvidia_p2p_page_table,
     _m: *mut bindings::nvidia_p2p_dma_mapping,
 ) -> c_int {
+    PUTS_AT_UNMAP.store(PUTS.load(Relaxed), Relaxed);
+    UNMAPS.fetch_add(1, Relaxed);
     0
 }
 
