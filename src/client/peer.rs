@@ -70,12 +70,7 @@ impl<M: Mode> PeerClient for Client<M> {
         Ok(())
     }
 
-    fn dma_map(
-        &self,
-        user: ArcBorrow<'_, User<M>>,
-        sg: SgHead,
-        dev: DmaDevice<'_>,
-    ) -> Result<u32> {
+    fn dma_map(&self, user: ArcBorrow<'_, User<M>>, sg: SgHead, dev: DmaDevice<'_>) -> Result<u32> {
         let stats = &self.shared.stats;
         let refuse = |why, e| stats.refuse(why, user.addr(), user.len(), e);
         let peer = dev

@@ -326,7 +326,9 @@ mod suite {
         // takes it out of the state).
         for phase in [Phase::Put, Phase::Freed] {
             assert!(PinState::new(phase, PinKind::Callback).data_may_go());
-            assert!(PinState::new(phase, PinKind::Callback).take_data().is_none());
+            assert!(PinState::new(phase, PinKind::Callback)
+                .take_data()
+                .is_none());
         }
         // A callback still running keeps it, even once put.
         let mut st = PinState::new(Phase::Put, PinKind::Callback);
@@ -358,7 +360,10 @@ mod suite {
         assert_eq!(st.mappings.len(), 3);
         // Not once the pin is put or freed.
         for phase in [Phase::Putting, Phase::Put, Phase::Freed] {
-            assert_eq!(PinState::new(phase, PinKind::Callback).begin_call(), Err(PinError::Freed));
+            assert_eq!(
+                PinState::new(phase, PinKind::Callback).begin_call(),
+                Err(PinError::Freed)
+            );
         }
         // An unmap counts in flight only for a recorded mapping, which it forgets.
         assert_eq!(st.begin_unmap(m(2).0), Some(st.table.0));
