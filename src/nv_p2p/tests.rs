@@ -253,8 +253,9 @@ mod suite {
         type Context = NvP2p;
     }
 
-    #[test]
-    fn a_shared_pin_is_put_once_when_its_last_owner_lets_go() -> Result {
+    /// A stub driver with the persistent pair, whose get hands out a good one-page
+    /// table (until the test clears `GOOD_TABLE`), and the range it pins.
+    fn persistent_stub() -> Result<(Arc<NvP2p>, GpuRange, KBox<Table>)> {
         let nv = Arc::pin_init(
             NvP2p::new(&stub_driver(true)).map_err(|_| EINVAL)?,
             GFP_KERNEL,
@@ -263,6 +264,12 @@ mod suite {
         let mut t = table(0x0002_0000, 1)?;
         GOOD_TABLE.store(&raw mut t.raw, Relaxed);
         MODE.store(2, Relaxed);
+        Ok((nv, range, t))
+    }
+
+    #[test]
+    fn a_shared_pin_is_put_once_when_its_last_owner_lets_go() -> Result {
+        let (nv, range, t) = persistent_stub()?;
         let (puts, (pins, bytes, _)) = (PUTS.load(Relaxed), pinned_now());
         let pin = NvP2p::pin_persistent(&nv, range, Plain).map_err(Error::from)?;
         // Counted once, by the pin itself.
@@ -289,14 +296,7 @@ mod suite {
 
     #[test]
     fn the_last_owner_unmaps_a_mapping_left_before_the_put() -> Result {
-        let nv = Arc::pin_init(
-            NvP2p::new(&stub_driver(true)).map_err(|_| EINVAL)?,
-            GFP_KERNEL,
-        )?;
-        let range = GpuRange::aligned(0x7f00_0001_0000, 0x1_0000).ok_or(EINVAL)?;
-        let mut t = table(0x0002_0000, 1)?;
-        GOOD_TABLE.store(&raw mut t.raw, Relaxed);
-        MODE.store(2, Relaxed);
+        let (nv, range, t) = persistent_stub()?;
         // SAFETY: an all-zero mapping is a valid value (null pointers, zero counts);
         // the stub's unmap only counts it.
         let mut m: KBox<bindings::nvidia_p2p_dma_mapping> =
