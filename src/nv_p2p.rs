@@ -71,6 +71,10 @@ pub(crate) use pin::{
     pinned_now,
     GpuPin, //
 };
+// The record, named outside only by the size assertion of the client's records, which
+// production lock layouts have.
+#[cfg(not(any(CONFIG_DEBUG_LOCK_ALLOC, CONFIG_DEBUG_MUTEXES, CONFIG_DEBUG_SPINLOCK)))]
+pub(crate) use shared::PinShared;
 pub(crate) use shared::{
     FreeHandler,
     PinContext,

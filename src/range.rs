@@ -11,8 +11,6 @@
 //! This file depends on `core` only: the kernel module and the host tests
 //! (`tests/host`) compile the same source.
 
-use core::fmt;
-
 /// log2 of the GPU page size.
 pub(crate) const GPU_PAGE_SHIFT: u32 = 16;
 
@@ -28,15 +26,6 @@ pub(crate) enum RangeError {
     ZeroLength,
     /// `addr + len`, or the end rounded up to 64 KiB, does not fit in 64 bits.
     Overflow,
-}
-
-impl fmt::Display for RangeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RangeError::ZeroLength => f.write_str("zero length"),
-            RangeError::Overflow => f.write_str("address + length overflows"),
-        }
-    }
 }
 
 /// A non-empty range of GPU virtual addresses, `[start, end)`, in whole 64 KiB pages.

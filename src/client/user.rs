@@ -52,7 +52,8 @@ const _: () = assert!(
 // locks as production kernels lay them out (lock debugging makes every lock larger).
 #[cfg(not(any(CONFIG_DEBUG_LOCK_ALLOC, CONFIG_DEBUG_MUTEXES, CONFIG_DEBUG_SPINLOCK)))]
 const _: () = assert!(
-    Pin::<Callback>::RECORD_BYTES <= 120 && Pin::<super::Persistent>::RECORD_BYTES <= 120,
+    size_of::<crate::nv_p2p::PinShared<<Callback as Mode>::Record>>() <= 120
+        && size_of::<crate::nv_p2p::PinShared<<super::Persistent as Mode>::Record>>() <= 120,
     "a pin's record must fit a 128-byte allocation"
 );
 

@@ -41,12 +41,6 @@ pub(crate) enum BadAnswer {
     NullEntry,
 }
 
-impl From<BadAnswer> for Error {
-    fn from(_: BadAnswer) -> Error {
-        EIO
-    }
-}
-
 /// Checks a page table the driver returned for a pin of `pages` pages.
 ///
 /// # Safety

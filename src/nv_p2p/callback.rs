@@ -5,19 +5,12 @@
 
 use kernel::{
     ffi::c_void,
-    sync::{
-        Arc,
-        ArcBorrow, //
-    },
-    types::ForeignOwnable, //
+    sync::ArcBorrow, //
 };
 
-use super::{
-    shared::{
-        FreeHandler,
-        PinShared, //
-    },
-    state::Raw,
+use super::shared::{
+    FreeHandler,
+    PinShared, //
 };
 use crate::glue::ModuleRef;
 
@@ -26,18 +19,19 @@ use crate::glue::ModuleRef;
 /// # Safety
 ///
 /// Called by nvidia.ko with the `data` given to `nvidia_p2p_get_pages` in
-/// [`NvP2p::pin`](super::NvP2p::pin): the pointer of the pin's
-/// [`DriverData`](super::state::DriverData), a reference on a `PinShared<T>` that stays
-/// valid until the callback gives it back (`PinState` protocol).
+/// [`NvP2p::pin`](super::NvP2p::pin): `Arc::as_ptr` of the pin's `PinShared<T>`, whose
+/// reference the pin's state keeps for the driver until the callback gives it back
+/// (`PinState` protocol).
 pub(super) unsafe extern "C" fn free_callback<T: FreeHandler>(data: *mut c_void) {
     // The whole callback runs under its own module reference: the holders of the
     // module's other references (registrations, an orphaned pin) may let go of them
     // while it runs. Declared first, dropped last.
     let _module = ModuleRef::new();
-    // SAFETY: `data` is the `into_foreign` pointer of an `Arc<PinShared<T>>` (the
-    // caller's guarantee), the driver's reference, which is only given back below,
-    // after the last use of `shared`.
-    let shared: ArcBorrow<'_, PinShared<T>> = unsafe { <Arc<PinShared<T>>>::borrow(data) };
+    // SAFETY: `data` is `Arc::as_ptr` of the pin's record, whose driver reference the
+    // pin's state keeps (the caller's guarantee) until this callback gives it back,
+    // below, after the last use of `shared`.
+    let shared: ArcBorrow<'_, PinShared<T>> =
+        unsafe { ArcBorrow::from_raw(data.cast::<PinShared<T>>()) };
     shared.state.lock().start_callback();
     // No new driver call starts on the table from here on (`DriverCall`).
     shared.handler.on_free(&shared.ctx, shared.identity());
@@ -46,11 +40,10 @@ pub(super) unsafe extern "C" fn free_callback<T: FreeHandler>(data: *mut c_void)
         let mut st = shared.state.lock();
         // Calls that started before the phase changed must end before the driver frees
         // the table, which it does as soon as this callback returns.
-        while st.in_flight > 0 {
+        while st.busy() {
             shared.wait_idle(&mut st);
         }
-        let table = core::mem::replace(&mut st.table, Raw(core::ptr::null_mut()));
-        (table, st.mappings.take())
+        st.take_for_free()
     };
     // Freed outside the spinlock (the driver may sleep in its frees): the pin is
     // freed with nothing in flight, so nothing else uses them any more, and the
@@ -65,15 +58,14 @@ pub(super) unsafe extern "C" fn free_callback<T: FreeHandler>(data: *mut c_void)
         // must do with it (docs/abi.md 1.1).
         unsafe { (shared.nv().free_page_table)(table.0) };
     }
-    let (data, _orphan) = {
+    let (data, orphan) = {
         let mut st = shared.state.lock();
-        st.end_callback();
+        let given = st.end_callback();
         shared.wake_idle(&st);
-        (st.take_data(), st.orphan.take())
+        given
     };
-    if let Some(data) = data {
-        // SAFETY: the pin's data reference was made of an `Arc<PinShared<T>>`;
-        // `shared` is not used after.
-        unsafe { data.give_back::<PinShared<T>>() };
-    }
+    // The driver's reference goes last (it may be the record's last one): `shared` is
+    // not used after.
+    drop(orphan);
+    drop(data);
 }

@@ -13,10 +13,7 @@ use super::{
         DriverCall,
         PinRecord, //
     },
-    state::{
-        Phase,
-        Raw, //
-    },
+    state::Raw,
     PinError, //
 };
 use crate::{
@@ -62,13 +59,13 @@ impl<T: PinRecord> GpuPin<T> {
             },
             Err(e) => Err(PinError::Driver(e)),
         };
+        // `DriverCall::map` made room for every call in flight to record its mapping.
         let alive = call.end_with(|st| {
             if made {
-                // `DriverCall::map` made room for every call in flight.
-                let recorded = st.mappings.push(Raw(raw));
-                debug_assert!(recorded);
+                st.record(Raw(raw))
+            } else {
+                !st.is_freed()
             }
-            st.phase != Phase::Freed
         });
         let err = match (built, NonNull::new(raw)) {
             (Ok(r), Some(m)) if alive && made => {

@@ -5,6 +5,7 @@
 //! callback in `callback`, its DMA mappings in `mapping`.
 
 use kernel::{
+    ffi::c_void,
     prelude::*,
     sync::{
         atomic::{
@@ -24,11 +25,7 @@ use super::{
         PinRecord,
         PinShared, //
     },
-    state::{
-        DriverData,
-        Phase,
-        PinKind, //
-    },
+    state::PinKind,
     NvP2p,
     PinError,
     ORPHAN_RATELIMIT, //
@@ -37,7 +34,6 @@ use crate::{
     bindings,
     compat,
     foreign::driver_result,
-    glue::ModuleRef,
     range::GpuRange, //
 };
 
@@ -55,16 +51,16 @@ impl NvP2p {
         )
         .map_err(|_| PinError::NoMemory)?;
         let get = ctx.nv().get_pages;
-        // The driver's reference to `shared`, handed over as the callback's `data`;
+        // The driver's reference to `shared`, handed over as the callback's `data`:
         // kept in the pin's state before the callback can run (even before get_pages
         // returns), given back by whichever of put and callback ends last.
-        let data = DriverData::new(shared.clone()).ok_or(PinError::NoMemory)?;
-        let ptr = data.as_ptr();
-        shared.state.lock().data = Some(data);
+        let ptr = Arc::as_ptr(&shared).cast_mut().cast::<c_void>();
+        shared.state.lock().hand_data(shared.clone());
         let mut table = core::ptr::null_mut();
         // SAFETY: `get` is nvidia_p2p_get_pages (type invariant). Tokens are 0 (abi.md
         // 1.1); `table` is a valid out-pointer; `ptr` stays valid until the driver can
-        // no longer call `free_callback::<T>` with it (`PinState::take_data`).
+        // no longer call `free_callback::<T>` with it: the state keeps the reference
+        // until then (`PinState::finish_put`, `PinState::end_callback`).
         let ret = unsafe {
             get(
                 0,
@@ -77,12 +73,10 @@ impl NvP2p {
             )
         };
         if let Err(e) = driver_result(ret) {
-            // The driver kept no reference: take back its `data` reference.
-            let data = shared.state.lock().data.take();
-            if let Some(data) = data {
-                // SAFETY: made above of an `Arc<PinShared<T>>`.
-                unsafe { data.give_back::<PinShared<T>>() };
-            }
+            // The driver kept no reference: take back its `data` reference (after the
+            // lock).
+            let data = shared.state.lock().data_back();
+            drop(data);
             return Err(PinError::Driver(e));
         }
         shared.adopt_table(table)?;
@@ -234,15 +228,6 @@ impl<T: PinRecord> GpuPin<T> {
         GpuPin { shared }
     }
 
-    /// The bytes of a pin's record with handler `T`, besides the `Arc`'s count (checked
-    /// by the client where locks have their production layout).
-    ///
-    /// Used only in a `const _` assertion, which rustc 1.85 (the rustc of Debian 13's
-    /// kernel) does not count as a use, and which is compiled out with lock debugging:
-    /// `allow`, since whether the lint fires depends on the rustc and the config.
-    #[allow(dead_code, reason = "rustc 1.85 counts no use in a const assertion")]
-    pub(crate) const RECORD_BYTES: usize = size_of::<PinShared<T>>();
-
     /// The pinned range.
     pub(crate) fn range(&self) -> GpuRange {
         self.shared.range
@@ -255,7 +240,7 @@ impl<T: PinRecord> GpuPin<T> {
 
     /// Whether a free callback has started: the memory is gone.
     pub(crate) fn is_freed(&self) -> bool {
-        self.shared.state.lock().phase == Phase::Freed
+        self.shared.state.lock().is_freed()
     }
 
     /// The pin's range and the process that pinned. The pin holds that process's
@@ -270,7 +255,7 @@ impl<T: PinRecord> GpuPin<T> {
         s.unmap_left();
         let (table, kind) = {
             let mut st = s.state.lock();
-            if st.phase == Phase::Freed {
+            if st.is_freed() {
                 // The driver tore the pin down. A callback still running elsewhere may
                 // use what the owner is about to free: wait for it, unless this is that
                 // very callback dropping the last reference.
@@ -279,16 +264,14 @@ impl<T: PinRecord> GpuPin<T> {
                 }
                 return;
             }
-            if st.phase != Phase::Live {
-                return;
-            }
-            if st.kind == PinKind::Callback && !s.owned_by_current() {
+            if st.kind() == PinKind::Callback && !s.owned_by_current() {
                 // Outside the owning process nvidia.ko would not find the pin and
                 // answer 0, keeping it and its callback (abi.md 1.4b). Leave it to
                 // that callback: the driver keeps its `data` reference, and the module
                 // stays loaded until the callback has run.
-                st.phase = Phase::Orphaned;
-                st.orphan = Some(ModuleRef::new());
+                if !st.orphan() {
+                    return;
+                }
                 drop(st);
                 if crate::glue::ratelimit(ORPHAN_RATELIMIT) {
                     pr_info!(
@@ -300,13 +283,15 @@ impl<T: PinRecord> GpuPin<T> {
                 }
                 return;
             }
-            st.phase = Phase::Putting;
+            if !st.start_put() {
+                return;
+            }
             // Owners drop their DMA mappings before the pin (the driver wants every
             // mapping gone before put_pages); wait for unmaps still in flight.
-            while st.in_flight > 0 {
+            while st.busy() {
                 s.wait_idle(&mut st);
             }
-            (st.table.0, st.kind)
+            (st.table_to_put(), st.kind())
         };
         // SAFETY: the table is a live pin of `s.range` of kind `kind`: the phase was
         // `Live` and is now `Putting`, so no callback started before and none will use

@@ -22,10 +22,8 @@ use kernel::{
 use super::{
     abi::check_page_table,
     state::{
-        Phase,
         PinKind,
-        PinState,
-        Raw, //
+        PinState, //
     },
     NvP2p,
     PinError, //
@@ -75,9 +73,10 @@ pub(crate) trait FreeHandler: PinRecord {
     fn on_free(&self, ctx: &Self::Context, pin: PinIdentity);
 }
 
-/// What a pin handle and the driver's callback share.
+/// What a pin handle and the driver's callback share: the pin's record (named outside
+/// this module only for its size).
 #[pin_data]
-pub(super) struct PinShared<T: PinRecord> {
+pub(crate) struct PinShared<T: PinRecord> {
     /// Who pinned: the driver's functions and wait queue are reached through it (one
     /// reference a pin, which the record's handler shares).
     pub(super) ctx: Arc<T::Context>,
@@ -94,7 +93,7 @@ pub(super) struct PinShared<T: PinRecord> {
     /// A spinlock: nothing sleeps under it but the waits for the pin to go idle, which
     /// drop it (driver calls and frees are made outside it).
     #[pin]
-    pub(super) state: SpinLock<PinState>,
+    pub(super) state: SpinLock<PinState<Self>>,
     #[pin]
     pub(super) handler: T,
 }
@@ -119,7 +118,7 @@ impl<T: PinRecord> PinShared<T> {
             mm,
             tgid,
             owners: Refcount::new(1),
-            state <- new_spinlock!(PinState::new(Phase::Live, kind), "peermem_pin_state"),
+            state <- new_spinlock!(PinState::new(kind), "peermem_pin_state"),
             handler <- handler,
         })
     }
@@ -162,18 +161,18 @@ impl<T: PinRecord> PinShared<T> {
         table: *mut bindings::nvidia_p2p_page_table,
     ) -> Result<(), PinError> {
         let mut st = self.state.lock();
-        if st.phase == Phase::Freed {
+        if st.is_freed() {
             // A callback ran since the driver armed it, maybe before get_pages
             // returned (docs/abi.md 1.4): the table is gone, and not to be read.
             return Err(PinError::Freed);
         }
         // SAFETY: the driver just handed `table` out and cannot free it before a
-        // callback, which has not started (phase is `Live`, and callbacks change it
-        // under this lock before anything else).
+        // callback, which has not started (the pin is not freed, and callbacks mark it
+        // so under this lock before anything else).
         let check = unsafe { check_page_table(table, self.range.pages()) };
         if let Err(bad) = check {
-            st.phase = Phase::Putting;
-            let kind = st.kind;
+            st.start_put();
+            let kind = st.kind();
             drop(st);
             pr_err!(
                 "nvidia.ko returned an unusable page table ({:?}); unpinning\n",
@@ -187,27 +186,19 @@ impl<T: PinRecord> PinShared<T> {
             self.finish_put();
             return Err(PinError::BadAnswer);
         }
-        st.table = Raw(table);
-        Ok(())
+        st.adopt(table)
     }
 
-    /// Marks the put done and gives back the driver's reference if it is the last use.
+    /// Marks the put done, and gives the driver's reference back if it is the last use
+    /// (after the lock: it may be the record's last reference).
     pub(super) fn finish_put(&self) {
-        let data = {
-            let mut st = self.state.lock();
-            st.phase = Phase::Put;
-            st.table = Raw(core::ptr::null_mut());
-            st.take_data()
-        };
-        if let Some(data) = data {
-            // SAFETY: the pin's data reference was made of an `Arc<PinShared<T>>`.
-            unsafe { data.give_back::<Self>() };
-        }
+        let data = self.state.lock().finish_put();
+        drop(data);
     }
 
     /// Waits for a change of the state (a call ending, a callback finishing): the lock
     /// is dropped while asleep and held again on return.
-    pub(super) fn wait_idle(&self, st: &mut SpinLockGuard<'_, PinState>) {
+    pub(super) fn wait_idle(&self, st: &mut SpinLockGuard<'_, PinState<Self>>) {
         let nv = self.nv();
         // Counted under the pin's lock, and queued before the lock is dropped: a waker
         // of this pin, which holds the lock, sees the count whenever a waiter could
@@ -219,7 +210,7 @@ impl<T: PinRecord> PinShared<T> {
 
     /// Wakes the tasks in [`PinShared::wait_idle`], if any (with the state lock held,
     /// which `_st` proves).
-    pub(super) fn wake_idle(&self, _st: &PinState) {
+    pub(super) fn wake_idle(&self, _st: &PinState<Self>) {
         let nv = self.nv();
         if nv.idle_waiters.load(Relaxed) > 0 {
             nv.idle.notify_all();
@@ -265,7 +256,7 @@ impl<'a, T: PinRecord> DriverCall<'a, T> {
     }
 
     /// Ends the call after `f` ran under the pin's lock, in the same lock round.
-    pub(super) fn end_with<R>(self, f: impl FnOnce(&mut PinState) -> R) -> R {
+    pub(super) fn end_with<R>(self, f: impl FnOnce(&mut PinState<PinShared<T>>) -> R) -> R {
         let this = ManuallyDrop::new(self);
         let mut st = this.pin.state.lock();
         let r = f(&mut st);
@@ -310,24 +301,19 @@ impl<T: PinRecord> PinShared<T> {
     /// (each registration unmaps its own), unless a free callback frees them.
     pub(super) fn unmap_left(&self) {
         loop {
-            let raw = {
-                let st = self.state.lock();
-                match (st.phase, st.mappings.first()) {
-                    (Phase::Live, Some(raw)) => raw,
-                    _ => return,
-                }
-            };
-            if !self.unmap(raw) {
-                return;
+            // The guard goes with this statement: `unmap` locks again.
+            let left = self.state.lock().mapping_left();
+            match left {
+                Some(raw) if self.unmap(raw) => {}
+                _ => return,
             }
         }
     }
 
     /// Ends a driver call (its guard's end); wakes a callback waiting for calls to
     /// drain.
-    fn end_call(&self, st: &mut PinState) {
-        st.in_flight -= 1;
-        if st.in_flight == 0 {
+    fn end_call(&self, st: &mut PinState<Self>) {
+        if st.end_call() {
             self.wake_idle(st);
         }
     }

@@ -1,20 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! A pin's state, under its lock: its phase, its table, the live DMA mappings it
-//! records, the driver calls in flight on the table, and the driver's reference on the
-//! pin's record (docs/pin-state-machine.md).
+//! A pin's state, under its lock: its phase and every transition of it, its table, the
+//! live DMA mappings it records, the driver calls in flight on the table, and the
+//! driver's reference on the pin's record (docs/pin-state-machine.md).
 
-use core::{
-    num::NonZeroUsize,
-    ptr::NonNull, //
-};
+use core::num::NonZeroUsize;
 
 use kernel::{
     alloc::AllocError,
-    ffi::c_void,
     prelude::*,
-    sync::Arc,
-    types::ForeignOwnable, //
+    sync::Arc, //
 };
 
 use super::PinError;
@@ -59,7 +54,8 @@ pub(super) struct Raw<T>(pub(super) *mut T);
 // took them out of it, following the driver's rules for its objects.
 unsafe impl<T> Send for Raw<T> {}
 
-/// The mutable state of a pin.
+/// The mutable state of a pin, whose record is an `R`: every transition of its phase
+/// is one of its methods (docs/pin-state-machine.md).
 ///
 /// # Invariants
 ///
@@ -69,31 +65,33 @@ unsafe impl<T> Send for Raw<T> {}
 /// - `in_flight` counts driver calls on `table` (map, unmap) not yet returned; a map
 ///   starts only in `Live`, an unmap only while `table` is non-null and no callback
 ///   has started.
-/// - `data` is the driver's reference on the pin's record, from just before a callback
-///   pin's `get_pages` until it is taken out ([`PinState::take_data`]): while a
-///   callback may still run with it, it stays here.
-pub(super) struct PinState {
-    pub(super) phase: Phase,
-    pub(super) table: Raw<bindings::nvidia_p2p_page_table>,
-    pub(super) mappings: Mappings,
-    pub(super) in_flight: u32,
+/// - `data` is the driver's reference on the pin's record, handed over just before a
+///   callback pin's `get_pages` and kept until it is taken out ([`PinState::finish_put`],
+///   [`PinState::end_callback`]) once no callback may still run with it.
+/// - `orphan` is held exactly while the phase is `Orphaned`.
+pub(super) struct PinState<R> {
+    phase: Phase,
+    table: Raw<bindings::nvidia_p2p_page_table>,
+    mappings: Mappings,
+    in_flight: u32,
     /// How the pin was made (and so is put); never changes.
-    pub(super) kind: PinKind,
+    kind: PinKind,
     /// The task running the free callback, while it runs (compared, never
     /// dereferenced).
     callback: Option<NonZeroUsize>,
     /// The driver's reference on the record (a callback pin's, until given back).
-    pub(super) data: Option<DriverData>,
+    data: Option<Arc<R>>,
     /// Held while the pin is orphaned: the module stays until its callback ran.
-    pub(super) orphan: Option<ModuleRef>,
+    orphan: Option<ModuleRef>,
 }
 
-impl PinState {
-    /// The state of a pin of `kind` in `phase` with no table, mapping, call or callback
-    /// yet.
-    pub(super) fn new(phase: Phase, kind: PinKind) -> Self {
+impl<R> PinState<R> {
+    /// The state of a pin of `kind` just asked of the driver: live, with no table,
+    /// mapping, call or callback yet.
+    pub(super) fn new(kind: PinKind) -> Self {
+        // INVARIANT: no table, mapping, call, data or orphan.
         PinState {
-            phase,
+            phase: Phase::Live,
             table: Raw(core::ptr::null_mut()),
             mappings: Mappings::new(),
             in_flight: 0,
@@ -104,6 +102,80 @@ impl PinState {
         }
     }
 
+    /// How the pin was made.
+    pub(super) fn kind(&self) -> PinKind {
+        self.kind
+    }
+
+    /// Whether a free callback has started: the memory is gone.
+    pub(super) fn is_freed(&self) -> bool {
+        self.phase == Phase::Freed
+    }
+
+    /// Keeps the driver's reference on the record, handed over as the callback's
+    /// `data` (before `get_pages`: the callback may run before it returns).
+    pub(super) fn hand_data(&mut self, data: Arc<R>) {
+        self.data = Some(data);
+    }
+
+    /// Takes the driver's reference back after a `get_pages` that failed (the driver
+    /// kept none, and runs no callback).
+    pub(super) fn data_back(&mut self) -> Option<Arc<R>> {
+        self.data.take()
+    }
+
+    /// Takes the table `get_pages` returned; [`PinError::Freed`] if a callback ran
+    /// since the driver armed it, maybe before `get_pages` returned (docs/abi.md 1.4):
+    /// the table is gone, and not to be read.
+    pub(super) fn adopt(
+        &mut self,
+        table: *mut bindings::nvidia_p2p_page_table,
+    ) -> Result<(), PinError> {
+        if self.phase == Phase::Freed {
+            return Err(PinError::Freed);
+        }
+        // INVARIANT: live, its table.
+        self.table = Raw(table);
+        Ok(())
+    }
+
+    /// Starts the put of a live pin (no callback started): no driver call starts on
+    /// its table from here on. `false` if the pin is not live.
+    pub(super) fn start_put(&mut self) -> bool {
+        if self.phase != Phase::Live {
+            return false;
+        }
+        self.phase = Phase::Putting;
+        true
+    }
+
+    /// The table being put (`Putting`, nothing in flight), for the put call.
+    pub(super) fn table_to_put(&self) -> *mut bindings::nvidia_p2p_page_table {
+        self.table.0
+    }
+
+    /// The put returned: the table is gone. Gives the driver's reference back if no
+    /// callback can use it any more.
+    pub(super) fn finish_put(&mut self) -> Option<Arc<R>> {
+        // INVARIANT: no table once put.
+        self.phase = Phase::Put;
+        self.table = Raw(core::ptr::null_mut());
+        self.take_data()
+    }
+
+    /// Leaves a live pin to its free callback (its last owner let go of it outside the
+    /// owning process, where the driver would not find it): the module stays loaded
+    /// until the callback has run. `false` if the pin is not live.
+    pub(super) fn orphan(&mut self) -> bool {
+        if self.phase != Phase::Live {
+            return false;
+        }
+        // INVARIANT: the module reference is held while orphaned.
+        self.phase = Phase::Orphaned;
+        self.orphan = Some(ModuleRef::new());
+        true
+    }
+
     /// A free callback starts in the calling task: the pin is freed, no driver call on
     /// its table starts from here on.
     pub(super) fn start_callback(&mut self) {
@@ -111,15 +183,36 @@ impl PinState {
         self.phase = Phase::Freed;
     }
 
-    /// The free callback returns (the driver frees the table then).
-    pub(super) fn end_callback(&mut self) {
+    /// The free callback takes what the driver frees when it returns, once no driver
+    /// call is in flight on the table (`busy` is false): the table, and the mappings to
+    /// free with it.
+    pub(super) fn take_for_free(
+        &mut self,
+    ) -> (
+        Raw<bindings::nvidia_p2p_page_table>,
+        impl Iterator<Item = RawMapping>,
+    ) {
+        let table = core::mem::replace(&mut self.table, Raw(core::ptr::null_mut()));
+        (table, self.mappings.take())
+    }
+
+    /// The free callback returns (the driver frees the table then): gives the driver's
+    /// reference back if the owner's put is done (or never comes), and the module
+    /// reference of an orphaned pin.
+    pub(super) fn end_callback(&mut self) -> (Option<Arc<R>>, Option<ModuleRef>) {
         self.callback = None;
+        (self.take_data(), self.orphan.take())
     }
 
     /// Whether a free callback runs in another task than the calling one.
     pub(super) fn callback_elsewhere(&self) -> bool {
         self.callback
             .is_some_and(|t| t.get() != kernel::task::Task::current_raw() as usize)
+    }
+
+    /// Whether a driver call is in flight on the table.
+    pub(super) fn busy(&self) -> bool {
+        self.in_flight > 0
     }
 
     /// Counts a mapping call in flight on the live table, with room reserved to
@@ -138,6 +231,14 @@ impl PinState {
         Ok(self.table.0)
     }
 
+    /// Records the mapping a map call made (room was reserved by its
+    /// [`PinState::begin_call`]); whether the pin is still not freed.
+    pub(super) fn record(&mut self, m: RawMapping) -> bool {
+        let recorded = self.mappings.push(m);
+        debug_assert!(recorded);
+        self.phase != Phase::Freed
+    }
+
     /// Counts an unmap of `raw` in flight on the live table, and forgets `raw` (so
     /// that nothing else frees it): `None` once a callback started (it frees every
     /// mapping, this one included; it may be this very thread, nested in it), or if
@@ -153,21 +254,77 @@ impl PinState {
         Some(self.table.0)
     }
 
+    /// Ends a driver call; whether none is left in flight.
+    pub(super) fn end_call(&mut self) -> bool {
+        self.in_flight -= 1;
+        self.in_flight == 0
+    }
+
+    /// A mapping still recorded while the pin is live, if any: one its maker left.
+    pub(super) fn mapping_left(&self) -> Option<*mut bindings::nvidia_p2p_dma_mapping> {
+        match self.phase {
+            Phase::Live => self.mappings.first(),
+            _ => None,
+        }
+    }
+
     /// Whether the driver's `data` reference may be given back now: no callback is
     /// running and none can start (put returned, or a callback already ran).
-    pub(super) fn data_may_go(&self) -> bool {
+    fn data_may_go(&self) -> bool {
         self.callback.is_none() && matches!(self.phase, Phase::Put | Phase::Freed)
     }
 
     /// Takes the driver's `data` reference out if it may be given back now (see
     /// [`PinState::data_may_go`]): whichever of the put and the callback ends last gets
     /// it, and only once.
-    pub(super) fn take_data(&mut self) -> Option<DriverData> {
+    fn take_data(&mut self) -> Option<Arc<R>> {
         if self.data_may_go() {
             self.data.take()
         } else {
             None
         }
+    }
+}
+
+/// What the suite `peermem_nv_p2p` reads and sets directly.
+#[cfg(peermem_kunit)]
+impl<R> PinState<R> {
+    /// A state in `phase`, with `data` as the driver's reference.
+    pub(super) fn in_phase(phase: Phase, kind: PinKind, data: Option<Arc<R>>) -> Self {
+        PinState {
+            phase,
+            data,
+            ..PinState::new(kind)
+        }
+    }
+
+    /// Gives `table` to the state as its live table.
+    pub(super) fn set_table(&mut self, table: *mut bindings::nvidia_p2p_page_table) {
+        self.table = Raw(table);
+    }
+
+    /// The calls in flight.
+    pub(super) fn in_flight(&self) -> u32 {
+        self.in_flight
+    }
+
+    /// The recorded mappings.
+    pub(super) fn mappings(&mut self) -> &mut Mappings {
+        &mut self.mappings
+    }
+
+    /// Whether the state gives the driver's reference back now.
+    pub(super) fn gives_data_back(&mut self) -> bool {
+        self.take_data().is_some()
+    }
+
+    /// Marks the callback running or not, in the calling task.
+    pub(super) fn set_callback(&mut self, running: bool) {
+        self.callback = if running {
+            NonZeroUsize::new(kernel::task::Task::current_raw() as usize)
+        } else {
+            None
+        };
     }
 }
 
@@ -270,47 +427,5 @@ impl Mappings {
         let first = core::mem::replace(&mut self.first, Raw(core::ptr::null_mut()));
         let first = (!first.0.is_null()).then_some(first);
         Iterator::chain(first.into_iter(), more.into_iter().flatten())
-    }
-}
-
-/// The driver's reference on a callback pin's record (a `PinShared`): the `data`
-/// handed to `nvidia_p2p_get_pages` for the free callback, an `Arc` through its
-/// [`ForeignOwnable`] pointer. Kept in the pin's state from just before `get_pages`
-/// until it is given back, by whichever of the put and the callback ends last
-/// ([`PinState::take_data`]).
-///
-/// # Invariants
-///
-/// `0` came from `<Arc<R> as ForeignOwnable>::into_foreign` for the record type `R` of
-/// the pin whose state holds it, and owns that reference.
-pub(super) struct DriverData(NonNull<c_void>);
-
-// SAFETY: it owns a reference on a pin's record, which is `Send + Sync` (`new` takes
-// only such records): the reference may be dropped on any thread.
-unsafe impl Send for DriverData {}
-
-impl DriverData {
-    /// Hands `pin` over as the driver's reference; `None` only if the pointer were
-    /// null, which an `Arc`'s never is.
-    pub(super) fn new<R: Send + Sync + 'static>(pin: Arc<R>) -> Option<Self> {
-        let ptr = pin.into_foreign();
-        // INVARIANT: from `into_foreign` of an `Arc<R>`, owned by the result.
-        NonNull::new(ptr).map(DriverData)
-    }
-
-    /// The pointer the driver is given as `data`.
-    pub(super) fn as_ptr(&self) -> *mut c_void {
-        self.0.as_ptr()
-    }
-
-    /// Gives the reference back.
-    ///
-    /// # Safety
-    ///
-    /// `R` is the record type the reference was made with ([`DriverData::new`]).
-    pub(super) unsafe fn give_back<R: Send + Sync + 'static>(self) {
-        // SAFETY: the pointer came from `into_foreign` of an `Arc<R>` (the type
-        // invariant and the caller's guarantee) and is given back once, consumed here.
-        drop(unsafe { <Arc<R> as ForeignOwnable>::from_foreign(self.0.as_ptr()) });
     }
 }

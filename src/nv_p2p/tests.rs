@@ -180,7 +180,7 @@ mod suite {
         };
         // SAFETY: `m` and `addrs` live across the calls.
         let read = |m: &bindings::nvidia_p2p_dma_mapping, n| unsafe { dma_addresses(m, n) };
-        let read3 = read(&m, 3).map_err(Error::from)?;
+        let read3 = read(&m, 3).map_err(|_| EIO)?;
         assert_eq!(read3, &addrs[..]);
         assert_eq!(read3.as_ptr(), addrs.as_ptr());
         assert_eq!(read(&m, 4).err(), Some(BadAnswer::Entries(3)));
@@ -285,7 +285,7 @@ mod suite {
         assert_eq!(PUTS.load(Relaxed), puts);
         assert_eq!(pinned_now().0, pins + 1);
         // Made by the persistent pair.
-        assert!(!a.is_freed() && a.shared.state.lock().kind == PinKind::Persistent);
+        assert!(!a.is_freed() && a.shared.state.lock().kind() == PinKind::Persistent);
         drop(a);
         assert_eq!(PUTS.load(Relaxed), puts + 1);
         assert_eq!((pinned_now().0, pinned_now().1), (pins, bytes));
@@ -304,7 +304,7 @@ mod suite {
         let (puts, unmaps) = (PUTS.load(Relaxed), UNMAPS.load(Relaxed));
         let pin = NvP2p::pin_persistent(&nv, range, Plain).map_err(Error::from)?;
         // A mapping the pin records, which nobody unmapped.
-        assert!(pin.shared.state.lock().mappings.push(Raw(&raw mut *m)));
+        assert!(pin.shared.state.lock().mappings().push(Raw(&raw mut *m)));
         drop(pin);
         // Unmapped once, before the put (the driver wants every mapping gone first).
         assert_eq!(UNMAPS.load(Relaxed), unmaps + 1);
@@ -317,25 +317,45 @@ mod suite {
     }
 
     #[test]
-    fn callback_data_is_given_back_by_whichever_ends_last() {
-        // Live, putting or orphaned: a callback may still come.
+    fn callback_data_is_given_back_by_whichever_ends_last() -> Result {
+        let data = || Arc::new(0u8, GFP_KERNEL);
+        // Live, putting or orphaned: a callback may still come, and keeps it.
         for phase in [Phase::Live, Phase::Putting, Phase::Orphaned] {
-            assert!(!PinState::new(phase, PinKind::Callback).data_may_go());
+            let mut st = PinState::in_phase(phase, PinKind::Callback, Some(data()?));
+            assert!(!st.gives_data_back());
         }
-        // Put, or freed by a callback that returned: given back (once: `take_data`
-        // takes it out of the state).
+        // Put, or freed by a callback that returned: given back, once.
         for phase in [Phase::Put, Phase::Freed] {
-            assert!(PinState::new(phase, PinKind::Callback).data_may_go());
-            assert!(PinState::new(phase, PinKind::Callback)
-                .take_data()
-                .is_none());
+            let mut st = PinState::in_phase(phase, PinKind::Callback, Some(data()?));
+            assert!(st.gives_data_back());
+            assert!(!st.gives_data_back());
         }
         // A callback still running keeps it, even once put.
-        let mut st = PinState::new(Phase::Put, PinKind::Callback);
+        let mut st = PinState::in_phase(Phase::Put, PinKind::Callback, Some(data()?));
+        st.set_callback(true);
+        assert!(!st.gives_data_back());
+        st.set_callback(false);
+        assert!(st.gives_data_back());
+        // Through the transitions: a put that ends first leaves it to the callback...
+        let mut st = PinState::new(PinKind::Callback);
+        st.hand_data(data()?);
+        assert!(st.start_put());
         st.start_callback();
-        assert!(!st.data_may_go());
-        st.end_callback();
-        assert!(st.data_may_go());
+        assert!(st.finish_put().is_none());
+        let (given, orphan) = st.end_callback();
+        assert!(given.is_some() && orphan.is_none());
+        // ...a put with no callback gives it back itself...
+        let mut st = PinState::new(PinKind::Callback);
+        st.hand_data(data()?);
+        assert!(st.start_put() && st.finish_put().is_some());
+        // ...and an orphaned pin's callback gives back both it and the module reference.
+        let mut st = PinState::new(PinKind::Callback);
+        st.hand_data(data()?);
+        assert!(st.orphan() && !st.start_put() && !st.orphan());
+        st.start_callback();
+        let (given, orphan) = st.end_callback();
+        assert!(given.is_some() && orphan.is_some());
+        Ok(())
     }
 
     #[test]
@@ -344,34 +364,35 @@ mod suite {
         // Three dma_map calls in flight at once on a live pin (concurrent
         // registrations of one shared pin), then each records its mapping: every one
         // finds room, or a mapping would go unrecorded and never be unmapped.
-        let mut st = PinState::new(Phase::Live, PinKind::Callback);
-        st.table = Raw(0x40 as *mut bindings::nvidia_p2p_page_table);
+        let mut st = PinState::<u8>::new(PinKind::Callback);
+        let table = 0x40 as *mut bindings::nvidia_p2p_page_table;
+        st.set_table(table);
         for _ in 0..3 {
-            assert_eq!(st.begin_call()?, st.table.0);
+            assert_eq!(st.begin_call()?, table);
         }
-        assert_eq!(st.in_flight, 3);
+        assert_eq!(st.in_flight(), 3);
         for i in 1..=3 {
-            assert!(st.mappings.push(m(i)));
+            assert!(st.mappings().push(m(i)));
         }
-        assert_eq!(st.mappings.len(), 3);
+        assert_eq!(st.mappings().len(), 3);
         // A null mapping is never recorded (null marks the empty first place).
-        assert!(!st.mappings.push(Raw(core::ptr::null_mut())));
-        assert!(!st.mappings.remove(core::ptr::null_mut()));
-        assert_eq!(st.mappings.len(), 3);
+        assert!(!st.mappings().push(Raw(core::ptr::null_mut())));
+        assert!(!st.mappings().remove(core::ptr::null_mut()));
+        assert_eq!(st.mappings().len(), 3);
         // Not once the pin is put or freed.
         for phase in [Phase::Putting, Phase::Put, Phase::Freed] {
             assert_eq!(
-                PinState::new(phase, PinKind::Callback).begin_call(),
+                PinState::<u8>::in_phase(phase, PinKind::Callback, None).begin_call(),
                 Err(PinError::Freed)
             );
         }
         // An unmap counts in flight only for a recorded mapping, which it forgets.
-        assert_eq!(st.begin_unmap(m(2).0), Some(st.table.0));
+        assert_eq!(st.begin_unmap(m(2).0), Some(table));
         assert_eq!(st.begin_unmap(m(2).0), None);
-        assert_eq!(st.in_flight, 4);
-        assert!(st.mappings.push(m(2)));
+        assert_eq!(st.in_flight(), 4);
+        assert!(st.mappings().push(m(2)));
         // Any one can go, the first included; what is left stays recorded.
-        let ms = &mut st.mappings;
+        let ms = st.mappings();
         assert!(ms.remove(m(1).0));
         assert!(!ms.remove(m(1).0));
         assert_eq!(ms.len(), 2);
