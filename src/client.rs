@@ -24,15 +24,11 @@ use core::{
 };
 
 use kernel::{
-    list::{
-        List,
-        ListArc, //
-    },
+    list::List,
     new_condvar,
     new_mutex,
     prelude::*,
     sync::{
-        atomic::Relaxed,
         Arc,
         CondVar,
         Mutex,
@@ -54,10 +50,7 @@ use crate::{
         ClientKind,
         Invalidator, //
     },
-    range::{
-        GpuRange,
-        Span, //
-    },
+    range::Span,
     registry::{
         PinKey,
         Registry,
@@ -85,8 +78,8 @@ use user::User;
 /// the mode's.
 pub(crate) type Pin<M> = GpuPin<<M as Mode>::Record>;
 
-/// How a client pins, fixed in its type: what its pins' records hold, how a pin is made
-/// and found, and where its registrations are listed.
+/// How a client pins, fixed in its type: what its pins' records hold, how a
+/// registration gets its pin, and where registrations are listed.
 pub(crate) trait Mode: Sized + Send + Sync + 'static {
     /// What the client keeps in each of its pins' records.
     type Record: PinRecord;
@@ -94,27 +87,19 @@ pub(crate) trait Mode: Sized + Send + Sync + 'static {
     /// The mode's name in the `pins` file.
     const NAME: &'static str;
 
-    /// A live pin of this client's for `space` that covers `range`, to share.
-    fn find(c: &ClientShared, space: SpaceId, range: GpuRange) -> Option<Pin<Self>>;
+    /// A registration of `span` by the calling process, whose address space is `space`,
+    /// listed where its release finds it: on a live pin of this client's that covers it
+    /// where the mode shares pins, else on a new pin (the calling process is its owner).
+    /// `Ok(Err(_))` if pinning failed (what that means: `Client::pin_failed`).
+    fn claim(
+        c: &Arc<ClientShared>,
+        span: Span,
+        space: SpaceId,
+    ) -> Result<Result<Arc<User<Self>>, PinError>>;
 
-    /// Pins `range` anew, in the calling process (the pin's owner).
-    fn make(c: &Arc<ClientShared>, range: GpuRange) -> Result<Pin<Self>, PinError>;
-
-    /// Makes a new pin findable by the registrations it covers (once, after `make`).
-    fn link(c: &ClientShared, pin: &Pin<Self>) -> Result<(), PinError>;
-
-    /// Lists `user` as a registration of `pin`; [`PinError::Freed`] if the pin's memory
-    /// is being freed.
-    fn attach(c: &ClientShared, pin: &Pin<Self>, user: ListArc<User<Self>>)
-        -> Result<(), PinError>;
-
-    /// Takes `user` out of the list `attach` put it in, if it is there; unlinks the pin
-    /// when it was its last registration.
-    fn detach(c: &ClientShared, pin: &Pin<Self>, user: &User<Self>);
-
-    /// Unlinks `pin` unless a registration uses it (a registration could not be made for
-    /// it).
-    fn forget_unused(c: &ClientShared, pin: &Pin<Self>);
+    /// Takes `user` out of the list `claim` put it in, at its release; its pin is
+    /// unlinked when it was its last registration.
+    fn detach(c: &ClientShared, user: &User<Self>);
 
     /// Records the core's context of `user` (in `get_pages`); `false` if the pin's
     /// memory is being freed.
@@ -266,16 +251,6 @@ impl<M: Mode> Client<M> {
         self.shared.invalidator.populate(inv);
     }
 
-    /// Pins `range` anew in the client's mode and makes it findable (under its owner:
-    /// the calling process).
-    fn pin(&self, range: GpuRange) -> Result<Pin<M>, PinError> {
-        let c = &self.shared;
-        let pin = M::make(c, range)?;
-        c.stats.pins.fetch_add(1, Relaxed);
-        M::link(c, &pin)?;
-        Ok(pin)
-    }
-
     /// What a failed pin means for a registration in acquire (the refusal rules,
     /// docs/refusals.md): `None` passes the range to the next client, `Some` claims it
     /// with a user whose `get_pages` reports the error to the application.
@@ -295,47 +270,12 @@ impl<M: Mode> Client<M> {
         Ok(Some(User::new(span, Err(err))?.into_arc()))
     }
 
-    /// A user of `pin` for the registration, attached to it: `Ok(Err(_))` if the pin's
-    /// memory is being freed (the user is dropped, and the pin unlinked when nobody else
-    /// uses it).
-    fn attach_user(&self, span: Span, pin: Pin<M>) -> Result<Result<Arc<User<M>>, PinError>> {
-        let c = &self.shared;
-        let user = match User::new(span, Ok(pin.clone())) {
-            Ok(user) => user,
-            Err(e) => {
-                M::forget_unused(c, &pin);
-                return Err(e);
-            }
-        };
-        let arc = user.clone_arc();
-        Ok(match M::attach(c, &pin, user) {
-            Ok(()) => Ok(arc),
-            Err(e) => {
-                M::detach(c, &pin, &arc);
-                Err(e)
-            }
-        })
-    }
-
     fn claim(&self, span: Span) -> Result<Option<Arc<User<M>>>> {
-        let c = &self.shared;
-        let range = span.range();
         let Some(space) = current_space() else {
             // A kernel thread: not a process's GPU memory.
             return Ok(None);
         };
-        if let Some(pin) = M::find(c, space, range) {
-            if let Ok(user) = self.attach_user(span, pin)? {
-                c.stats.pin_reuses.fetch_add(1, Relaxed);
-                return Ok(Some(user));
-            }
-            // Freed meanwhile: pin anew below.
-        }
-        let attached = match self.pin(range) {
-            Ok(pin) => self.attach_user(span, pin)?,
-            Err(e) => Err(e),
-        };
-        match attached {
+        match M::claim(&self.shared, span, space)? {
             Ok(user) => Ok(Some(user)),
             Err(e) => self.pin_failed(span, e),
         }

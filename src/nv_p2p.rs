@@ -68,8 +68,8 @@ mod tests;
 
 pub(crate) use mapping::DmaMapping;
 pub(crate) use pin::{
-    pinned_now,
-    GpuPin, //
+    GpuPin,
+    PinCounts, //
 };
 // The record, named outside only by the size assertion of the client's records, which
 // production lock layouts have.

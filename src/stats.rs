@@ -12,7 +12,7 @@ use kernel::{
 
 use crate::{
     nv_p2p::{
-        pinned_now,
+        PinCounts,
         PinError, //
     },
     peer_mem::SgList, //
@@ -146,8 +146,6 @@ pub(crate) struct Stats {
     pub(crate) registrations: Atomic<u64>,
     /// Registrations released.
     pub(crate) releases: Atomic<u64>,
-    /// GPU pins made (one nvidia.ko pin each).
-    pub(crate) pins: Atomic<u64>,
     /// Registrations served by an existing pin.
     pub(crate) pin_reuses: Atomic<u64>,
     /// Invalidations delivered to the core.
@@ -168,16 +166,16 @@ impl Stats {
     pub(crate) const COUNTERS: [Counter; 10] = [
         ("registrations", |s| s.registrations.load(Relaxed)),
         ("releases", |s| s.releases.load(Relaxed)),
-        ("pins", |s| s.pins.load(Relaxed)),
+        // GPU pins made, alive now, and the bytes they pin: counted by the pin type.
+        ("pins", |_| PinCounts::read().made),
         ("pin_reuses", |s| s.pin_reuses.load(Relaxed)),
         ("invalidations", |s| s.invalidations.load(Relaxed)),
         ("free_callbacks", |s| s.free_callbacks.load(Relaxed)),
-        // Pins alive now, and the bytes they pin: counted by the pin type.
-        ("pins_now", |_| pinned_now().0),
+        ("pins_now", |_| PinCounts::read().now),
         // SG lists built by `dma_map` and not yet freed: counted by the type.
         ("sg_lists_now", |_| SgList::live()),
-        ("bytes_pinned_now", |_| pinned_now().1),
-        ("bytes_pinned_peak", |_| pinned_now().2),
+        ("bytes_pinned_now", |_| PinCounts::read().bytes_now),
+        ("bytes_pinned_peak", |_| PinCounts::read().bytes_peak),
     ];
 }
 
@@ -186,7 +184,6 @@ impl Default for Stats {
         Self {
             registrations: Atomic::new(0),
             releases: Atomic::new(0),
-            pins: Atomic::new(0),
             pin_reuses: Atomic::new(0),
             invalidations: Atomic::new(0),
             free_callbacks: Atomic::new(0),

@@ -4,10 +4,12 @@
 //! registrations they cover.
 
 use kernel::{
-    list::ListArc,
     prelude::*,
     sync::{
-        atomic::Release,
+        atomic::{
+            Relaxed,
+            Release, //
+        },
         Arc, //
     }, //
 };
@@ -24,7 +26,7 @@ use crate::{
         NvP2p,
         PinError, //
     },
-    range::GpuRange,
+    range::Span,
     registry::SpaceId,
 };
 
@@ -37,53 +39,32 @@ impl Mode for Callback {
 
     const NAME: &'static str = "callback";
 
-    fn find(c: &ClientShared, space: SpaceId, range: GpuRange) -> Option<Pin<Self>> {
-        c.pins.registry.find_covering(space, range)
-    }
-
-    fn make(c: &Arc<ClientShared>, range: GpuRange) -> Result<Pin<Self>, PinError> {
-        NvP2p::pin(c, range, PinUsers::new())
-    }
-
-    fn link(c: &ClientShared, pin: &Pin<Self>) -> Result<(), PinError> {
-        let key = c
-            .pins
-            .registry
-            .insert(pin.space(), pin.clone())
-            .map_err(|_| PinError::NoMemory)?;
-        // The window between taking the table and recording the link: a free callback
-        // running here finds no id and leaves the unlink to `linked` below. Test builds
-        // park here on demand (`race_free_before_the_pin_is_linked`).
-        #[cfg(peermem_kunit)]
-        crate::glue::test_pause_before_link();
-        if !pin.linked(&key) {
-            // Freed before its key was known to the callback: unlink here.
-            drop(c.pins.unlink(&key));
-        }
-        Ok(())
-    }
-
-    fn attach(
-        _c: &ClientShared,
-        pin: &Pin<Self>,
-        user: ListArc<User<Self>>,
-    ) -> Result<(), PinError> {
-        pin.handler().attach(user)
-    }
-
-    fn detach(c: &ClientShared, pin: &Pin<Self>, user: &User<Self>) {
-        if pin.handler().detach(user) {
-            if let Some(k) = pin.key() {
-                drop(c.pins.unlink(&k));
+    fn claim(
+        c: &Arc<ClientShared>,
+        span: Span,
+        space: SpaceId,
+    ) -> Result<Result<Arc<User<Self>>, PinError>> {
+        let range = span.range();
+        if let Some(pin) = c.pins.registry.find_covering(space, range) {
+            if let Ok(user) = attach(c, span, pin)? {
+                c.stats.pin_reuses.fetch_add(1, Relaxed);
+                return Ok(Ok(user));
             }
+            // Freed meanwhile: pin anew below.
         }
+        let pin = match NvP2p::pin(c, range, PinUsers::new()) {
+            Ok(pin) => pin,
+            Err(e) => return Ok(Err(e)),
+        };
+        if let Err(e) = link(c, &pin) {
+            return Ok(Err(e));
+        }
+        attach(c, span, pin)
     }
 
-    fn forget_unused(c: &ClientShared, pin: &Pin<Self>) {
-        if pin.handler().unused() {
-            if let Some(k) = pin.key() {
-                drop(c.pins.unlink(&k));
-            }
+    fn detach(c: &ClientShared, user: &User<Self>) {
+        if let Ok(pin) = user.pin() {
+            let_go(c, pin, Some(user));
         }
     }
 
@@ -96,5 +77,62 @@ impl Mode for Callback {
 
     fn users(pin: &Pin<Self>) -> usize {
         pin.handler().count()
+    }
+}
+
+/// Makes a new pin findable by the registrations it covers (once, after it is made).
+fn link(c: &ClientShared, pin: &Pin<Callback>) -> Result<(), PinError> {
+    let key = c
+        .pins
+        .registry
+        .insert(pin.space(), pin.clone())
+        .map_err(|_| PinError::NoMemory)?;
+    // The window between taking the table and recording the link: a free callback
+    // running here finds no id and leaves the unlink to `linked` below. Test builds
+    // park here on demand (`race_free_before_the_pin_is_linked`).
+    #[cfg(peermem_kunit)]
+    crate::glue::test_pause_before_link();
+    if !pin.linked(&key) {
+        // Freed before its key was known to the callback: unlink here.
+        drop(c.pins.unlink(&key));
+    }
+    Ok(())
+}
+
+/// A registration of `span` on `pin`, listed among its users: `Ok(Err(_))` if the pin's
+/// memory is being freed (the registration is dropped, and the pin unlinked when nobody
+/// else uses it).
+fn attach(
+    c: &ClientShared,
+    span: Span,
+    pin: Pin<Callback>,
+) -> Result<Result<Arc<User<Callback>>, PinError>> {
+    let user = match User::new(span, Ok(pin.clone())) {
+        Ok(user) => user,
+        Err(e) => {
+            let_go(c, &pin, None);
+            return Err(e);
+        }
+    };
+    let arc = user.clone_arc();
+    Ok(match pin.handler().attach(user) {
+        Ok(()) => Ok(arc),
+        Err(e) => {
+            let_go(c, &pin, Some(&arc));
+            Err(e)
+        }
+    })
+}
+
+/// Takes `user`, if any, out of `pin`'s users, and unlinks the pin when no user is left.
+fn let_go(c: &ClientShared, pin: &Pin<Callback>, user: Option<&User<Callback>>) {
+    let unused = match user {
+        Some(user) => pin.handler().detach(user),
+        None => pin.handler().unused(),
+    };
+    if unused {
+        if let Some(k) = pin.key() {
+            drop(c.pins.unlink(&k));
+        }
     }
 }

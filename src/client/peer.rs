@@ -129,9 +129,7 @@ impl<M: Mode> PeerClient for Client<M> {
 
     fn release(&self, user: Arc<User<M>>) {
         user.undo(user.release(&self.shared));
-        if let Ok(pin) = user.pin() {
-            M::detach(&self.shared, pin, &user);
-        }
+        M::detach(&self.shared, &user);
         self.shared.stats.releases.fetch_add(1, Relaxed);
         // The core's reference is the last (the users list let go of its own in
         // `detach`, unless a free callback still walks it): dropping it drops the

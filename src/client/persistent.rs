@@ -5,7 +5,6 @@
 //! through their registration only.
 
 use kernel::{
-    list::ListArc,
     prelude::*,
     sync::{
         atomic::Release,
@@ -25,7 +24,7 @@ use crate::{
         PinError,
         PinRecord, //
     },
-    range::GpuRange,
+    range::Span,
     registry::SpaceId,
 };
 
@@ -48,43 +47,33 @@ impl Mode for Persistent {
 
     const NAME: &'static str = "persistent";
 
-    fn find(_c: &ClientShared, _space: SpaceId, _range: GpuRange) -> Option<Pin<Self>> {
-        // Never shared.
-        None
-    }
-
-    fn make(c: &Arc<ClientShared>, range: GpuRange) -> Result<Pin<Self>, PinError> {
+    fn claim(
+        c: &Arc<ClientShared>,
+        span: Span,
+        _space: SpaceId,
+    ) -> Result<Result<Arc<User<Self>>, PinError>> {
+        // Never shared: pinned anew, listed through its registration only.
         let record = PinNumber {
             id: c.pins.registry.next_id(),
         };
-        NvP2p::pin_persistent(c, range, record)
-    }
-
-    fn link(_c: &ClientShared, _pin: &Pin<Self>) -> Result<(), PinError> {
-        // Listed through its registration (`attach`), not linked.
-        Ok(())
-    }
-
-    fn attach(
-        c: &ClientShared,
-        _pin: &Pin<Self>,
-        user: ListArc<User<Self>>,
-    ) -> Result<(), PinError> {
+        let pin = match NvP2p::pin_persistent(c, span.range(), record) {
+            Ok(pin) => pin,
+            Err(e) => return Ok(Err(e)),
+        };
+        // Without its registration the pin is dropped, which unpins.
+        let user = User::new(span, Ok(pin))?;
+        let arc = user.clone_arc();
         c.pins.persistent.lock().push_back(user);
-        Ok(())
+        Ok(Ok(arc))
     }
 
-    fn detach(c: &ClientShared, _pin: &Pin<Self>, user: &User<Self>) {
+    fn detach(c: &ClientShared, user: &User<Self>) {
         // SAFETY: a registration of a persistent client is in the persistent list or in
-        // none: its one `ListArc` went to `attach`, which put it there, and only this
-        // removes it.
+        // none: its one `ListArc` went to that list in `claim`, and only this removes
+        // it.
         let listed = unsafe { c.pins.persistent.lock().remove(user) };
         // After the lock (the caller holds the user too: never the last reference).
         drop(listed);
-    }
-
-    fn forget_unused(_c: &ClientShared, _pin: &Pin<Self>) {
-        // Never linked: dropping the handle unpins.
     }
 
     fn record_context(_pin: &Pin<Self>, user: &User<Self>, core_context: u64) -> bool {

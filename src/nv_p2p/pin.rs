@@ -172,8 +172,9 @@ impl NvP2p {
     }
 }
 
-/// The pins alive now (made and not yet let go of by their last owner), the bytes
-/// they pin, and the peak of those bytes: counted by [`GpuPin`].
+/// The pins made, those alive now (made and not yet let go of by their last owner),
+/// the bytes they pin, and the peak of those bytes: counted by [`GpuPin`].
+static PINS_MADE: Atomic<u64> = Atomic::new(0);
 static PINS_NOW: Atomic<u64> = Atomic::new(0);
 static BYTES_NOW: Atomic<u64> = Atomic::new(0);
 static BYTES_PEAK: Atomic<u64> = Atomic::new(0);
@@ -191,13 +192,28 @@ pub(crate) struct GpuPin<T: PinRecord> {
     pub(super) shared: Arc<PinShared<T>>,
 }
 
-/// How many pins are alive, how many bytes they pin now, and the peak of those.
-pub(crate) fn pinned_now() -> (u64, u64, u64) {
-    (
-        PINS_NOW.load(Relaxed),
-        BYTES_NOW.load(Relaxed),
-        BYTES_PEAK.load(Relaxed),
-    )
+/// The pin counters of this module: what the `stats` file shows of its pins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PinCounts {
+    /// Pins made (one nvidia.ko pin each).
+    pub(crate) made: u64,
+    /// Pins alive now.
+    pub(crate) now: u64,
+    /// Bytes they pin now, and the peak of those.
+    pub(crate) bytes_now: u64,
+    pub(crate) bytes_peak: u64,
+}
+
+impl PinCounts {
+    /// The counters now.
+    pub(crate) fn read() -> Self {
+        PinCounts {
+            made: PINS_MADE.load(Relaxed),
+            now: PINS_NOW.load(Relaxed),
+            bytes_now: BYTES_NOW.load(Relaxed),
+            bytes_peak: BYTES_PEAK.load(Relaxed),
+        }
+    }
 }
 
 impl<T: PinRecord> Clone for GpuPin<T> {
@@ -215,6 +231,7 @@ impl<T: PinRecord> GpuPin<T> {
     /// The first handle of a pin just made (its record counts one owner), counted.
     fn counted(shared: Arc<PinShared<T>>) -> Self {
         let bytes = shared.range.len();
+        PINS_MADE.fetch_add(1, Relaxed);
         PINS_NOW.fetch_add(1, Relaxed);
         let now = BYTES_NOW.fetch_add(bytes, Relaxed) + bytes;
         let mut peak = BYTES_PEAK.load(Relaxed);

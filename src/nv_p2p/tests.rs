@@ -270,12 +270,13 @@ mod suite {
     #[test]
     fn a_shared_pin_is_put_once_when_its_last_owner_lets_go() -> Result {
         let (nv, range, t) = persistent_stub()?;
-        let (puts, (pins, bytes, _)) = (PUTS.load(Relaxed), pinned_now());
+        let (puts, before) = (PUTS.load(Relaxed), PinCounts::read());
         let pin = NvP2p::pin_persistent(&nv, range, Plain).map_err(Error::from)?;
         // Counted once, by the pin itself.
-        assert_eq!(pinned_now().0, pins + 1);
-        assert_eq!(pinned_now().1, bytes + range.len());
-        assert!(pinned_now().2 >= bytes + range.len());
+        let made = PinCounts::read();
+        assert_eq!((made.made, made.now), (before.made + 1, before.now + 1));
+        assert_eq!(made.bytes_now, before.bytes_now + range.len());
+        assert!(made.bytes_peak >= made.bytes_now);
         // Three owners of one pin (a registry node and two registrations): the first
         // two to let go neither put it nor uncount it.
         let a = pin.clone();
@@ -283,12 +284,14 @@ mod suite {
         drop(pin);
         drop(b);
         assert_eq!(PUTS.load(Relaxed), puts);
-        assert_eq!(pinned_now().0, pins + 1);
+        assert_eq!(PinCounts::read(), made);
         // Made by the persistent pair.
         assert!(!a.is_freed() && a.shared.state.lock().kind() == PinKind::Persistent);
         drop(a);
         assert_eq!(PUTS.load(Relaxed), puts + 1);
-        assert_eq!((pinned_now().0, pinned_now().1), (pins, bytes));
+        let after = PinCounts::read();
+        assert_eq!((after.made, after.now), (before.made + 1, before.now));
+        assert_eq!(after.bytes_now, before.bytes_now);
         GOOD_TABLE.store(core::ptr::null_mut(), Relaxed);
         drop(t);
         Ok(())

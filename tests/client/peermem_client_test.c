@@ -769,19 +769,28 @@ static void covered_registration_reuses_the_pin(struct kunit *test)
 	struct fake_nv_counters c;
 	struct fake_mr *big, *small;
 	struct env e;
-	u64 va, n, reused;
+	u64 va, n, reused, pins, reuses;
 
 	env_begin(test, &e);
 	va = env_buffer(&e, SZ_2M);
 	n = pins_total();
+	pins = peermem_stat("pins");
+	reuses = peermem_stat("pin_reuses");
+	KUNIT_ASSERT_NE_MSG(test, pins, U64_MAX, "peermem's debugfs stats unreadable");
 	big = reg(va, SZ_2M);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(big));
 	KUNIT_EXPECT_EQ(test, pins_total() - n, 1);
+	/* peermem counts the pin it made, and no reuse. */
+	KUNIT_EXPECT_EQ(test, peermem_stat("pins"), pins + 1);
+	KUNIT_EXPECT_EQ(test, peermem_stat("pin_reuses"), reuses);
 	n = pins_total();
 	small = reg(va + SZ_1M + 123, 1000);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(small));
 	reused = pins_total() - n;
 	KUNIT_EXPECT_EQ(test, reused, 0);
+	/* And the covered registration as a reuse, no pin. */
+	KUNIT_EXPECT_EQ(test, peermem_stat("pins"), pins + 1);
+	KUNIT_EXPECT_EQ(test, peermem_stat("pin_reuses"), reuses + 1);
 	kunit_info(test, "pins for a covered callback-mode registration: %llu\n", reused);
 	/* The covered registration's SG list covers its own range only. */
 	expect_dma_matches(test, &e, small, va + SZ_1M + 123, 1000);
@@ -1343,18 +1352,23 @@ static void covered_registration_pins_anew(struct kunit *test)
 {
 	struct fake_mr *big, *small;
 	struct env e;
-	u64 va, n;
+	u64 va, n, pins, reuses;
 
 	env_begin(test, &e);
 	va = env_buffer(&e, SZ_2M);
 	big = reg(va, SZ_2M);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(big));
 	n = pins_total();
+	pins = peermem_stat("pins");
+	reuses = peermem_stat("pin_reuses");
+	KUNIT_ASSERT_NE_MSG(test, pins, U64_MAX, "peermem's debugfs stats unreadable");
 	small = reg(va + P64K, P64K);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(small));
 	/* A persistent pin outlives a free while the address may be reused: never
-	 * shared. */
+	 * shared. peermem counts it as a pin, not a reuse. */
 	KUNIT_EXPECT_EQ(test, pins_total() - n, 1);
+	KUNIT_EXPECT_EQ(test, peermem_stat("pins"), pins + 1);
+	KUNIT_EXPECT_EQ(test, peermem_stat("pin_reuses"), reuses);
 	fake_core_dereg_mr(small);
 	fake_core_dereg_mr(big);
 	env_end(&e);
