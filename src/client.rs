@@ -37,14 +37,13 @@ use kernel::{
 };
 
 use crate::{
-    compat,
     nv_p2p::{
         GpuPin,
         NvP2p,
         PinContext,
         PinError,
-        PinIdentity,
-        PinRecord, //
+        PinRecord,
+        SpaceId, //
     },
     peer_mem::{
         ClientKind,
@@ -53,8 +52,7 @@ use crate::{
     range::Span,
     registry::{
         PinKey,
-        Registry,
-        SpaceId, //
+        Registry, //
     },
     stats::{
         Refusal,
@@ -168,7 +166,7 @@ impl Pins {
 /// `pins` file.
 fn describe<M: Mode>(id: u64, pin: &Pin<M>, salt: u64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let r = pin.range();
-    let space = space_of(&pin.identity());
+    let space = pin.identity().space;
     writeln!(
         f,
         "{} {} {} {:#x} {:#x} {} {} {} {:016x}",
@@ -182,14 +180,6 @@ fn describe<M: Mode>(id: u64, pin: &Pin<M>, salt: u64, f: &mut fmt::Formatter<'_
         if pin.is_freed() { "freed" } else { "live" },
         space.display_id(salt)
     )
-}
-
-/// The address space a pin belongs to.
-fn space_of(pin: &PinIdentity) -> SpaceId {
-    SpaceId {
-        mm: pin.mm,
-        tgid: pin.tgid,
-    }
 }
 
 /// What every part of a client shares, of either mode.
@@ -271,7 +261,7 @@ impl<M: Mode> Client<M> {
     }
 
     fn claim(&self, span: Span) -> Result<Option<Arc<User<M>>>> {
-        let Some(space) = current_space() else {
+        let Some(space) = SpaceId::current() else {
             // A kernel thread: not a process's GPU memory.
             return Ok(None);
         };
@@ -280,15 +270,4 @@ impl<M: Mode> Client<M> {
             Err(e) => self.pin_failed(span, e),
         }
     }
-}
-
-/// The calling process's address space, if it has one (the mm is not held: a pin made
-/// from here holds it).
-fn current_space() -> Option<SpaceId> {
-    let task = kernel::current!();
-    let mm = task.mm()?;
-    Some(SpaceId {
-        mm: mm.as_raw() as usize,
-        tgid: compat::tgid(task),
-    })
 }

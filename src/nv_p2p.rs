@@ -113,6 +113,39 @@ impl From<PinError> for Error {
     }
 }
 
+/// The identity of an address space: its `mm_struct` and thread group, the identity
+/// nvidia.ko looks callback pins up by. A pin holds a reference on its owner's mm
+/// (mmgrab), so the address is not reused by another process while a pin of it lives.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub(crate) struct SpaceId {
+    /// The `mm_struct`'s address (compared, never dereferenced).
+    pub(crate) mm: usize,
+    /// The thread-group id (a CLONE_VM child shares the mm but is another owner).
+    pub(crate) tgid: i32,
+}
+
+impl SpaceId {
+    /// The calling process's address space; `None` for a kernel thread (no mm).
+    pub(crate) fn current() -> Option<Self> {
+        let task = kernel::current!();
+        let mm = task.mm()?;
+        Some(SpaceId {
+            mm: mm.as_raw() as usize,
+            tgid: crate::compat::tgid(task),
+        })
+    }
+
+    /// An identifier of the address space for display: its mm address mixed with
+    /// `salt` by a bijection (splitmix64), so different spaces never share one and
+    /// the kernel address itself is not shown.
+    pub(crate) fn display_id(&self, salt: u64) -> u64 {
+        let mut z = (self.mm as u64 ^ salt).wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
 /// `nvidia_p2p_get_pages` (docs/abi.md 1.1).
 type GetPagesFn = unsafe extern "C" fn(
     u64,

@@ -27,33 +27,13 @@ use kernel::{
     }, //
 };
 
-use crate::range::GpuRange;
+use crate::{
+    nv_p2p::SpaceId,
+    range::GpuRange, //
+};
 
 /// How many pins a covering-pin search examines at most.
 pub(crate) const SCAN: usize = 16;
-
-/// The identity of an address space: its `mm_struct` and thread group. The registry's
-/// entries hold a reference on the mm (mmgrab), so the address cannot be reused by
-/// another process while a key names it.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
-pub(crate) struct SpaceId {
-    /// The `mm_struct`'s address (compared, never dereferenced).
-    pub(crate) mm: usize,
-    /// The thread-group id (a CLONE_VM child shares the mm but is another owner).
-    pub(crate) tgid: i32,
-}
-
-impl SpaceId {
-    /// An identifier of the address space for display: its mm address mixed with
-    /// `salt` by a bijection (splitmix64), so different spaces never share one and
-    /// the kernel address itself is not shown.
-    pub(crate) fn display_id(&self, salt: u64) -> u64 {
-        let mut z = (self.mm as u64 ^ salt).wrapping_add(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
 
 /// A pin's place in the tree, ordered by address space, start and id.
 ///
@@ -94,14 +74,10 @@ impl PinKey {
     }
 }
 
-/// The bytes of a tree node: the kernel's `rb_node` (three words), the key, the pin
-/// handle (one pointer: the client's assertion on its pin type). Used only in the
-/// assertion below, which rustc 1.85 (the rustc of Debian 13's kernel) does not count
-/// as a use: `allow`, since later rustc releases do not fire the lint.
-#[allow(dead_code, reason = "rustc 1.85 counts no use in a const assertion")]
-const NODE_BYTES: usize = 3 * size_of::<usize>() + size_of::<PinKey>() + size_of::<usize>();
+// A tree node: the kernel's `rb_node` (three words), the key, the pin handle (one
+// pointer: the client's assertion on its pin type).
 const _: () = assert!(
-    NODE_BYTES <= 64,
+    3 * size_of::<usize>() + size_of::<PinKey>() + size_of::<usize>() <= 64,
     "a registry node must fit a 64-byte allocation"
 );
 

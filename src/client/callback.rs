@@ -24,10 +24,10 @@ use super::{
 use crate::{
     nv_p2p::{
         NvP2p,
-        PinError, //
+        PinError,
+        SpaceId, //
     },
     range::Span,
-    registry::SpaceId,
 };
 
 /// Callback mode: a pin's record lists the registrations using it, and its free

@@ -23,9 +23,9 @@ use crate::{
         NvP2p,
         PinError,
         PinRecord, //
+        SpaceId,
     },
     range::Span,
-    registry::SpaceId,
 };
 
 /// Persistent mode: a pin's record is its number and the counters to account it in; no

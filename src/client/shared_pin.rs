@@ -22,23 +22,20 @@ use kernel::{
     }, //
 };
 
-use super::{
-    space_of,
-    ClientShared, //
-};
+use super::ClientShared;
 use crate::{
     nv_p2p::{
         FreeHandler,
         GpuPin,
         PinError,
         PinIdentity,
-        PinRecord, //
+        PinRecord,
+        SpaceId, //
     },
     range::GpuRange,
     registry::{
         Entry,
-        PinKey,
-        SpaceId, //
+        PinKey, //
     }, //
 };
 
@@ -64,7 +61,7 @@ impl<U: PinUser> GpuPin<PinUsers<U>> {
 
     /// The address space that pinned: the pin's owner (the pin holds its mm).
     pub(super) fn space(&self) -> SpaceId {
-        space_of(&self.identity())
+        self.identity().space
     }
 
     /// The registry key, once linked.
@@ -195,7 +192,7 @@ impl<U: PinUser> FreeHandler for PinUsers<U> {
             (id, core::mem::take(&mut *users))
         };
         c.stats.free_callbacks.fetch_add(1, Relaxed);
-        if let Some(key) = key_of(id, space_of(&pin), pin.range) {
+        if let Some(key) = key_of(id, pin.space, pin.range) {
             drop(c.pins.unlink(&key));
         }
         for user in list.iter() {

@@ -295,7 +295,7 @@ impl<T: PinRecord> GpuPin<T> {
                         "GPU pin {:#x}+{:#x} released outside its process (tgid {}): it stays until that process frees the memory or exits\n",
                         s.range.start(),
                         s.range.len(),
-                        s.tgid()
+                        s.space().tgid
                     );
                 }
                 return;

@@ -26,7 +26,8 @@ use super::{
         PinState, //
     },
     NvP2p,
-    PinError, //
+    PinError,
+    SpaceId, //
 };
 use crate::{
     bindings,
@@ -35,13 +36,11 @@ use crate::{
     range::GpuRange, //
 };
 
-/// Which pin a handler is called for: its range and the process that pinned.
+/// Which pin a handler is called for: its range and the address space that pinned.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PinIdentity {
     pub(crate) range: GpuRange,
-    /// The `mm_struct`'s address (compared, never dereferenced; 0 for a kernel thread).
-    pub(crate) mm: usize,
-    pub(crate) tgid: i32,
+    pub(crate) space: SpaceId,
 }
 
 /// Who pins: what every pin of theirs refers to, the driver its pins are made with
@@ -128,30 +127,24 @@ impl<T: PinRecord> PinShared<T> {
         self.ctx.nv()
     }
 
-    /// The `mm_struct`'s address of the process that pinned (compared, never
-    /// dereferenced; 0 for a kernel thread).
-    fn mm_addr(&self) -> usize {
-        self.mm.as_ref().map_or(0, |mm| mm.as_raw() as usize)
-    }
-
-    /// The thread-group id of the process that pinned.
-    pub(super) fn tgid(&self) -> i32 {
-        self.tgid
+    /// The address space that pinned (its mm address 0 for a kernel thread).
+    pub(super) fn space(&self) -> SpaceId {
+        SpaceId {
+            mm: self.mm.as_ref().map_or(0, |mm| mm.as_raw() as usize),
+            tgid: self.tgid,
+        }
     }
 
     /// Whether the calling process is the one that pinned.
     pub(super) fn owned_by_current(&self) -> bool {
-        let task = kernel::current!();
-        let mm = task.mm().map_or(0, |mm| mm.as_raw() as usize);
-        mm == self.mm_addr() && crate::compat::tgid(task) == self.tgid
+        SpaceId::current() == Some(self.space())
     }
 
     /// The pin's range and owner.
     pub(super) fn identity(&self) -> PinIdentity {
         PinIdentity {
             range: self.range,
-            mm: self.mm_addr(),
-            tgid: self.tgid,
+            space: self.space(),
         }
     }
 
