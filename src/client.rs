@@ -11,9 +11,10 @@
 //! the lock order.
 //!
 //! Files: `peer` (the core's callbacks, `PeerClient`), `user` (one registration and its
-//! invalidation), `shared_pin` (a callback pin's record: the registrations it serves
-//! and its free handler), `callback` and `persistent` (the two modes), `sg` (the SG
-//! list of a registration). Tests: the KUnit suite `peermem_sg` (`client/sg.rs`); the
+//! invalidation), `callback` and `persistent` (the two modes: how a registration gets
+//! its pin, and what the pin's record holds; a callback pin's record lists the
+//! registrations it serves and is its free handler), `sg` (the SG list of a
+//! registration). Tests: the KUnit suite `peermem_sg` (`client/sg.rs`); the
 //! client's behaviour against the fakes is tested by the suites in `tests/client`
 //! (peermem_client_<mode>, peermem_model_<mode>, peermem_faults) and the plan's
 //! scenarios (docs/testing.md).
@@ -64,7 +65,6 @@ mod callback;
 mod peer;
 mod persistent;
 mod sg;
-mod shared_pin;
 mod user;
 
 pub(crate) use callback::Callback;

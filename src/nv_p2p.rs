@@ -31,10 +31,10 @@
 //! See docs/pin-state-machine.md for the states and the lock order.
 //!
 //! Files, each importing only those before it: `abi` (structure versions and checks of
-//! the driver's answers), `state` (a pin's state machine under its lock, the DMA
-//! mappings it records, the driver's reference on it), `shared` (the pin's record,
-//! the handler trait, the guard of a driver call in flight), `callback` (the free
-//! callback), `pin` (making a pin, its handle, the last owner's put), `mapping` (DMA
+//! the driver's answers), `state` (a pin's state machine under its lock: every
+//! transition, the DMA mappings it records, the driver's reference on it), `pin` (the
+//! pin's record and the handler traits, the guard of a driver call in flight, making a
+//! pin, its handle, the last owner's put, the free callback), `mapping` (DMA
 //! mappings). Tests:
 //! the KUnit suite `peermem_nv_p2p` (`nv_p2p/tests.rs`); the client suites in
 //! `tests/client` exercise it against the fake nvidia.ko.
@@ -58,28 +58,25 @@ use crate::{
 };
 
 mod abi;
-mod callback;
 mod mapping;
 mod pin;
-mod shared;
 mod state;
 #[cfg(peermem_kunit)]
 mod tests;
 
 pub(crate) use mapping::DmaMapping;
-pub(crate) use pin::{
-    GpuPin,
-    PinCounts, //
-};
 // The record, named outside only by the size assertion of the client's records, which
 // production lock layouts have.
 #[cfg(not(any(CONFIG_DEBUG_LOCK_ALLOC, CONFIG_DEBUG_MUTEXES, CONFIG_DEBUG_SPINLOCK)))]
-pub(crate) use shared::PinShared;
-pub(crate) use shared::{
+pub(crate) use pin::PinShared;
+pub(crate) use pin::{
     FreeHandler,
+    GpuPin,
     PinContext,
+    PinCounts,
     PinIdentity,
-    PinRecord, //
+    PinRecord,
+    SpaceId, //
 };
 
 /// The rate-limit kind of the "pin released outside its process" message (after the
@@ -110,39 +107,6 @@ impl From<PinError> for Error {
             PinError::Freed => EFAULT,
             PinError::NoMemory => ENOMEM,
         }
-    }
-}
-
-/// The identity of an address space: its `mm_struct` and thread group, the identity
-/// nvidia.ko looks callback pins up by. A pin holds a reference on its owner's mm
-/// (mmgrab), so the address is not reused by another process while a pin of it lives.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
-pub(crate) struct SpaceId {
-    /// The `mm_struct`'s address (compared, never dereferenced).
-    pub(crate) mm: usize,
-    /// The thread-group id (a CLONE_VM child shares the mm but is another owner).
-    pub(crate) tgid: i32,
-}
-
-impl SpaceId {
-    /// The calling process's address space; `None` for a kernel thread (no mm).
-    pub(crate) fn current() -> Option<Self> {
-        let task = kernel::current!();
-        let mm = task.mm()?;
-        Some(SpaceId {
-            mm: mm.as_raw() as usize,
-            tgid: crate::compat::tgid(task),
-        })
-    }
-
-    /// An identifier of the address space for display: its mm address mixed with
-    /// `salt` by a bijection (splitmix64), so different spaces never share one and
-    /// the kernel address itself is not shown.
-    pub(crate) fn display_id(&self, salt: u64) -> u64 {
-        let mut z = (self.mm as u64 ^ salt).wrapping_add(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
     }
 }
 

@@ -1,21 +1,31 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! Callback mode: pins with a free callback, linked in the registry and shared by the
-//! registrations they cover.
+//! registrations they cover. A pin's record (`PinUsers`) holds its registry id and the
+//! registrations it serves, and its free handler invalidates each of them.
 
 use kernel::{
+    list::{
+        List,
+        ListArc,
+        ListItem, //
+    },
+    new_spinlock,
     prelude::*,
     sync::{
         atomic::{
+            Acquire,
+            Atomic,
+            Full,
             Relaxed,
             Release, //
         },
-        Arc, //
+        Arc,
+        SpinLock, //
     }, //
 };
 
 use super::{
-    shared_pin::PinUsers,
     ClientShared,
     Mode,
     Pin,
@@ -23,11 +33,22 @@ use super::{
 };
 use crate::{
     nv_p2p::{
+        FreeHandler,
+        GpuPin,
         NvP2p,
         PinError,
+        PinIdentity,
+        PinRecord,
         SpaceId, //
     },
-    range::Span,
+    range::{
+        GpuRange,
+        Span, //
+    },
+    registry::{
+        Entry,
+        PinKey, //
+    },
 };
 
 /// Callback mode: a pin's record lists the registrations using it, and its free
@@ -133,6 +154,174 @@ fn let_go(c: &ClientShared, pin: &Pin<Callback>, user: Option<&User<Callback>>) 
     if unused {
         if let Some(k) = pin.key() {
             drop(c.pins.unlink(&k));
+        }
+    }
+}
+
+/// A registration, as the users list of its pin sees it: the record is generic over it,
+/// so that the pin's record and its users' records do not name each other's types.
+pub(crate) trait PinUser: ListItem<0> + Send + Sync + Sized + 'static {
+    /// The memory of the pin of client `c` that this user uses is being freed (from its
+    /// free callback): invalidates the registration.
+    fn on_pin_freed(&self, c: &ClientShared);
+}
+
+/// What the registry and the users of a callback pin ask of it.
+impl<U: PinUser> GpuPin<PinUsers<U>> {
+    /// Records the key the registry linked the pin under (once): `Callback::link` links
+    /// it under its space and start, which [`GpuPin::key`] rebuilds the key from.
+    /// `false` if the free callback came first: it could not unlink the pin, so the
+    /// caller does.
+    pub(super) fn linked(&self, key: &PinKey) -> bool {
+        // INVARIANT: registry ids are neither 0 nor `UNLINKED`, and the pin is linked
+        // once (`Callback::link`); the id is set only over 0.
+        self.handler().id.cmpxchg(0, key.id(), Full).is_ok()
+    }
+
+    /// The address space that pinned: the pin's owner (the pin holds its mm).
+    pub(super) fn space(&self) -> SpaceId {
+        self.identity().space
+    }
+
+    /// The registry key, once linked.
+    pub(super) fn key(&self) -> Option<PinKey> {
+        key_of(self.handler().id.load(Acquire), self.space(), self.range())
+    }
+}
+
+impl<U: PinUser> Entry for GpuPin<PinUsers<U>> {
+    fn range(&self) -> GpuRange {
+        GpuPin::range(self)
+    }
+
+    fn usable(&self) -> bool {
+        !self.handler().dead() && !self.is_freed()
+    }
+}
+
+/// What a callback client keeps in a pin's record: its registry id (the rest of the key
+/// is the pin's owner and start) and the registrations using it (the free handler).
+///
+/// # Invariants
+///
+/// `id` is 0 until the pin is linked, then its registry id (neither 0 nor `UNLINKED`),
+/// set once; the free callback sets `UNLINKED` as it unlinks the pin (or finds it not
+/// linked yet), after which it never changes. So exactly one of the callback and the
+/// linker unlinks a freed pin. `UNLINKED` is set under the `users` lock, as the
+/// callback takes the whole list: a user is in `users` only while `id` is not
+/// `UNLINKED`, and nothing is added after. A user is attached to one pin at most, once
+/// (its only [`ListArc`] is handed to [`PinUsers::attach`]). So while `id` is not
+/// `UNLINKED`, a user of this pin that is not in `users` is in no list at all.
+#[pin_data]
+pub(crate) struct PinUsers<U: PinUser> {
+    /// The registry id, 0 until linked: the rest of the key is the owner and the start,
+    /// so the record keeps eight bytes of it instead of a 32-byte key. The pin holds its
+    /// owner's `mm_struct`, so the key's address is not reused while linked.
+    id: Atomic<u64>,
+    /// Every user that acquired the pin and was not released, linked through the user
+    /// itself: attaching allocates nothing, and the free callback takes the list
+    /// without allocating. A spinlock: list links change without sleeping.
+    #[pin]
+    users: SpinLock<List<U>>,
+}
+
+impl<U: PinUser> PinUsers<U> {
+    /// A pin not linked, with no users yet.
+    pub(super) fn new() -> impl PinInit<Self> {
+        // INVARIANT: not linked, id 0, no users.
+        pin_init!(PinUsers {
+            id: Atomic::new(0),
+            users <- new_spinlock!(List::new(), "peermem_pin_users"),
+        })
+    }
+
+    /// Whether the memory is being freed: no new user, nothing to share.
+    fn dead(&self) -> bool {
+        self.id.load(Acquire) == UNLINKED
+    }
+
+    /// Adds `user`; [`PinError::Freed`] once the memory is being freed.
+    pub(super) fn attach(&self, user: ListArc<U>) -> Result<(), PinError> {
+        let mut users = self.users.lock();
+        if self.dead() {
+            return Err(PinError::Freed);
+        }
+        // INVARIANT: added under the lock while `id` is not `UNLINKED`.
+        users.push_back(user);
+        Ok(())
+    }
+
+    /// Removes `user` if it is attached; whether no user is left.
+    pub(super) fn detach(&self, user: &U) -> bool {
+        let mut users = self.users.lock();
+        if !self.dead() {
+            // SAFETY: while `id` is not `UNLINKED` (read under the lock), a user is
+            // either in this list or in none (the type invariant).
+            drop(unsafe { users.remove(user) });
+        }
+        users.is_empty()
+    }
+
+    /// Whether no user is attached.
+    pub(super) fn unused(&self) -> bool {
+        self.users.lock().is_empty()
+    }
+
+    /// Runs `f` unless the memory is being freed, under the users lock: a free callback
+    /// either sees what `f` did, or has already taken the list.
+    pub(super) fn while_alive(&self, f: impl FnOnce()) -> bool {
+        let _users = self.users.lock();
+        if self.dead() {
+            return false;
+        }
+        f();
+        true
+    }
+
+    /// How many users are attached.
+    pub(super) fn count(&self) -> usize {
+        self.users.lock().iter().count()
+    }
+}
+
+/// What `id` holds once the free callback has unlinked the pin, or found it not linked
+/// yet (the registry counts its ids up from 1: 64 bits never reach this).
+const UNLINKED: u64 = u64::MAX;
+
+/// The key of the pin of `space` and `range` with registry id `id`, if linked.
+fn key_of(id: u64, space: SpaceId, range: GpuRange) -> Option<PinKey> {
+    match id {
+        0 | UNLINKED => None,
+        id => Some(PinKey::new(space, range.start(), id)),
+    }
+}
+
+impl<U: PinUser> PinRecord for PinUsers<U> {
+    type Context = ClientShared;
+}
+
+impl PinUser for User<Callback> {
+    fn on_pin_freed(&self, c: &ClientShared) {
+        self.invalidate(c);
+    }
+}
+
+impl<U: PinUser> FreeHandler for PinUsers<U> {
+    fn on_free(&self, c: &ClientShared, pin: PinIdentity) {
+        let (id, list) = {
+            let mut users = self.users.lock();
+            // INVARIANT: set once and for all, under the lock, as the list is taken.
+            // A pin not linked yet is unlinked by its linker, which finds `UNLINKED`
+            // (`GpuPin::linked`).
+            let id = self.id.xchg(UNLINKED, Full);
+            (id, core::mem::take(&mut *users))
+        };
+        c.stats.free_callbacks.fetch_add(1, Relaxed);
+        if let Some(key) = key_of(id, pin.space, pin.range) {
+            drop(c.pins.unlink(&key));
+        }
+        for user in list.iter() {
+            user.on_pin_freed(c);
         }
     }
 }

@@ -22,7 +22,6 @@ use kernel::{
 };
 
 use super::{
-    shared_pin::PinUser,
     Callback,
     ClientShared,
     Mode,
@@ -135,12 +134,6 @@ pub(super) struct UserState {
 /// A registration's mapping and SG list, taken out of its state to be undone.
 pub(super) type Mapped = (Option<DmaMapping>, Option<InstalledSg>);
 
-impl PinUser for User<Callback> {
-    fn on_pin_freed(&self, c: &ClientShared) {
-        self.invalidate(c);
-    }
-}
-
 impl<M: Mode> User<M> {
     /// A registration of `span` using `pin`, or claimed with the error its pin failed
     /// with.
@@ -205,7 +198,7 @@ impl<M: Mode> User<M> {
 
     /// Invalidates the registration through the core (from the free callback of the
     /// pin of client `c`): once, and never after its release.
-    fn invalidate(&self, c: &ClientShared) {
+    pub(super) fn invalidate(&self, c: &ClientShared) {
         let cc = self.core_context.load(Acquire);
         if cc == NO_CONTEXT {
             // Not past get_pages: it sees the pin dead and fails.

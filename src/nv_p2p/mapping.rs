@@ -8,9 +8,9 @@ use kernel::prelude::*;
 
 use super::{
     abi::dma_addresses,
-    pin::GpuPin,
-    shared::{
+    pin::{
         DriverCall,
+        GpuPin,
         PinRecord, //
     },
     state::Raw,
