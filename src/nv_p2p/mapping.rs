@@ -46,7 +46,7 @@ impl<T: PinRecord> GpuPin<T> {
         // table is live while `call` is counted in flight; `peer` holds a reference on
         // the PCI function; `raw` is a valid out-pointer.
         let ret = unsafe { map(peer.as_raw(), call.table(), &mut raw) };
-        let made = ret == 0 && !raw.is_null();
+        let made = if ret == 0 { NonNull::new(raw) } else { None };
         let built = match driver_result(ret) {
             // SAFETY: on success the driver handed `raw` out; it stays valid and
             // unchanged while `call` is counted in flight, which `build` is within.
@@ -60,33 +60,49 @@ impl<T: PinRecord> GpuPin<T> {
             Err(e) => Err(PinError::Driver(e)),
         };
         // `DriverCall::map` made room for every call in flight to record its mapping.
-        let alive = call.end_with(|st| {
-            if made {
-                st.record(Raw(raw))
-            } else {
-                !st.is_freed()
-            }
+        let alive = call.end_with(|st| match made {
+            Some(m) => st.record(Raw(m.as_ptr())),
+            None => !st.is_freed(),
         });
-        let err = match (built, NonNull::new(raw)) {
-            (Ok(r), Some(m)) if alive && made => {
-                // INVARIANT: handed out by the driver for this pin, and recorded above.
-                return Ok((DmaMapping(m), r));
-            }
-            (Ok(_), _) if alive => PinError::BadAnswer,
-            (Err(e), _) if alive => e,
-            // Freed meanwhile: whatever was built is dropped with the mapping undone.
-            _ => PinError::Freed,
-        };
-        if made {
-            s.unmap(raw);
+        // From here the pin records the mapping: undone when the guard goes, unless it
+        // is handed out.
+        let made = made.map(|m| Made { pin: self, m });
+        match (built, made) {
+            (Ok(r), Some(made)) if alive => Ok((made.keep(), r)),
+            (Ok(_), None) if alive => Err(PinError::BadAnswer),
+            (Err(e), _) if alive => Err(e),
+            // Freed meanwhile: whatever was built is dropped (the callback frees the
+            // mapping).
+            _ => Err(PinError::Freed),
         }
-        Err(err)
     }
 
     /// Unmaps `m`, a mapping of this pin, unless the free callback frees it (then it
     /// does); a mapping the pin does not record is left alone.
     pub(crate) fn unmap(&self, m: DmaMapping) {
         self.shared.unmap(m.0.as_ptr());
+    }
+}
+
+/// A mapping just made and recorded by `pin`, unmapped when dropped unless handed out
+/// ([`Made::keep`]).
+struct Made<'a, T: PinRecord> {
+    pin: &'a GpuPin<T>,
+    m: NonNull<bindings::nvidia_p2p_dma_mapping>,
+}
+
+impl<T: PinRecord> Made<'_, T> {
+    /// The mapping, handed out: its holder unmaps it through the pin.
+    fn keep(self) -> DmaMapping {
+        let m = core::mem::ManuallyDrop::new(self).m;
+        // INVARIANT: handed out by the driver for this pin, which records it.
+        DmaMapping(m)
+    }
+}
+
+impl<T: PinRecord> Drop for Made<'_, T> {
+    fn drop(&mut self) {
+        self.pin.shared.unmap(self.m.as_ptr());
     }
 }
 
