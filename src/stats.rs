@@ -15,7 +15,10 @@ use crate::{
         PinCounts,
         PinError, //
     },
-    peer_mem::SgList, //
+    peer_mem::{
+        SgError,
+        SgList, //
+    },
 };
 
 /// Why a registration of GPU memory was refused (its name and message:
@@ -119,12 +122,17 @@ impl Refusal {
     }
 
     /// The reason a failed DMA mapping stands for: every error of the driver's, even
-    /// its `ENOMEM` or `EFAULT`, is `DmaMapFailed`.
-    pub(crate) fn of_map_error(e: PinError) -> Refusal {
+    /// its `ENOMEM` or `EFAULT`, is `DmaMapFailed`, and so are addresses an SG list
+    /// cannot be built of.
+    pub(crate) fn of_map_error(e: MapError) -> Refusal {
         match e {
-            PinError::Driver(_) | PinError::BadAnswer => Refusal::DmaMapFailed,
-            PinError::Freed => Refusal::Freed,
-            PinError::NoMemory => Refusal::NoMemory,
+            MapError::Pin(PinError::Driver(_) | PinError::BadAnswer)
+            | MapError::Sg(SgError::Entries)
+            | MapError::Uncovered => Refusal::DmaMapFailed,
+            MapError::Pin(PinError::Freed) => Refusal::Freed,
+            MapError::Pin(PinError::NoMemory) | MapError::Sg(SgError::NoMemory) => {
+                Refusal::NoMemory
+            }
         }
     }
 
@@ -137,6 +145,34 @@ impl Refusal {
             self,
             Refusal::Bar1Exhausted | Refusal::Freed | Refusal::NoMemory
         )
+    }
+}
+
+/// Why a registration's `dma_map` failed: the pin's mapping, or the SG list built of
+/// its addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MapError {
+    /// The driver's mapping failed, or the memory was freed.
+    Pin(PinError),
+    /// The SG list could not be built.
+    Sg(SgError),
+    /// The driver's addresses do not cover the registration's range.
+    Uncovered,
+}
+
+impl From<PinError> for MapError {
+    fn from(e: PinError) -> Self {
+        MapError::Pin(e)
+    }
+}
+
+impl From<MapError> for Error {
+    fn from(e: MapError) -> Error {
+        match e {
+            MapError::Pin(e) => e.into(),
+            MapError::Sg(SgError::NoMemory) => ENOMEM,
+            MapError::Sg(SgError::Entries) | MapError::Uncovered => EIO,
+        }
     }
 }
 

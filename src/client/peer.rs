@@ -14,12 +14,10 @@ use kernel::{
 
 use crate::{
     compat,
-    nv_p2p::PinError,
     peer_mem::{
         DmaDevice,
         InstalledSg,
         PeerClient,
-        SgError,
         SgHead,
         SgList, //
     },
@@ -27,7 +25,10 @@ use crate::{
         Span,
         GPU_PAGE_SIZE, //
     },
-    stats::Refusal,
+    stats::{
+        MapError,
+        Refusal, //
+    },
 };
 
 use super::{
@@ -84,11 +85,8 @@ impl<M: Mode> PeerClient for Client<M> {
         let build = |addrs: &[u64]| {
             // The driver's addresses do not cover the range: an answer not to be used.
             let entries =
-                sg_entries(addrs, pin_range, range, max_seg).map_err(|_| PinError::BadAnswer)?;
-            SgList::new(entries).map_err(|e| match e {
-                SgError::NoMemory => PinError::NoMemory,
-                SgError::Entries => PinError::BadAnswer,
-            })
+                sg_entries(addrs, pin_range, range, max_seg).map_err(|_| MapError::Uncovered)?;
+            SgList::new(entries).map_err(MapError::Sg)
         };
         let (mapping, list) = pin
             .dma_map(&peer, build)

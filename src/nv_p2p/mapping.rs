@@ -26,18 +26,18 @@ impl<T: PinRecord> GpuPin<T> {
     /// Maps the pinned range for DMA by `peer`, and hands the DMA address of each
     /// 64 KiB page, in order and read in place, to `build`, whose result comes back
     /// with the mapping. Fails with [`PinError::Freed`] once the memory was freed, and
-    /// with `build`'s error (the mapping undone). The pin records the mapping: it is
+    /// with `build`'s error (the mapping undone); the driver's errors come as `E`. The pin records the mapping: it is
     /// undone by [`GpuPin::unmap`], else by the pin's last owner before the put, or
     /// freed by the free callback.
     ///
     /// `build` runs while the driver call is counted in flight: a free callback waits
     /// for it before the driver frees the addresses. It must not wait for anything a
     /// free callback holds.
-    pub(crate) fn dma_map<R>(
+    pub(crate) fn dma_map<R, E: From<PinError>>(
         &self,
         peer: &PciFunction,
-        build: impl FnOnce(&[u64]) -> Result<R, PinError>,
-    ) -> Result<(DmaMapping, R), PinError> {
+        build: impl FnOnce(&[u64]) -> Result<R, E>,
+    ) -> Result<(DmaMapping, R), E> {
         let s = &self.shared;
         let map = s.nv().dma_map_pages;
         let call = DriverCall::map(s)?;
@@ -54,10 +54,10 @@ impl<T: PinRecord> GpuPin<T> {
                 Ok(addrs) => build(addrs),
                 Err(bad) => {
                     pr_err!("nvidia.ko returned an unusable DMA mapping ({:?})\n", bad);
-                    Err(PinError::BadAnswer)
+                    Err(PinError::BadAnswer.into())
                 }
             },
-            Err(e) => Err(PinError::Driver(e)),
+            Err(e) => Err(PinError::Driver(e).into()),
         };
         // `DriverCall::map` made room for every call in flight to record its mapping.
         let alive = call.end_with(|st| match made {
@@ -69,11 +69,11 @@ impl<T: PinRecord> GpuPin<T> {
         let made = made.map(|m| Made { pin: self, m });
         match (built, made) {
             (Ok(r), Some(made)) if alive => Ok((made.keep(), r)),
-            (Ok(_), None) if alive => Err(PinError::BadAnswer),
+            (Ok(_), None) if alive => Err(PinError::BadAnswer.into()),
             (Err(e), _) if alive => Err(e),
             // Freed meanwhile: whatever was built is dropped (the callback frees the
             // mapping).
-            _ => Err(PinError::Freed),
+            _ => Err(PinError::Freed.into()),
         }
     }
 
