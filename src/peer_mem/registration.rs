@@ -41,16 +41,45 @@ use super::{
 };
 use crate::bindings;
 
+/// Slot `S` of the callbacks' table, claimed with the address of a registration's
+/// shared part; cleared when dropped.
+///
+/// # Invariants
+///
+/// `SLOT[S]` holds the address it was claimed with while the guard lives.
+struct Slot<const S: usize>(());
+
+impl<const S: usize> Slot<S> {
+    /// Claims the slot for `ptr`; `EBUSY` if another registration holds it.
+    fn claim(ptr: *mut c_void) -> Result<Self> {
+        // Checked when `S` is known: a slot past the table fails the build.
+        const { assert!(S < SLOTS, "a registration's slot must be in the table") };
+        SLOT[S]
+            .cmpxchg(core::ptr::null_mut(), ptr, Full)
+            .map_err(|_| EBUSY)?;
+        // INVARIANT: the slot holds `ptr` from here on.
+        Ok(Slot(()))
+    }
+}
+
+impl<const S: usize> Drop for Slot<S> {
+    fn drop(&mut self) {
+        SLOT[S].store(core::ptr::null_mut(), Release);
+    }
+}
+
 /// A client registered with the core; dropping it unregisters.
 ///
 /// # Invariants
 ///
-/// `handle` is the core's handle for `shared`, whose address is in `SLOT[S]`; `shared`
+/// `handle` is the core's handle for `shared`, whose address `slot` holds; `shared`
 /// is not moved or freed before the client is unregistered.
 pub(crate) struct Registration<T: PeerClient, const S: usize> {
     core: PeerCore,
-    shared: KBox<RegShared<T>>,
     handle: NonNull<c_void>,
+    /// Declared before `shared`: cleared (after the unregistration) before the box goes.
+    _slot: Slot<S>,
+    shared: KBox<RegShared<T>>,
 }
 
 // SAFETY: the registration is an owned handle; the core may be called from any thread.
@@ -79,8 +108,6 @@ impl<T: PeerClient, const S: usize> Registration<T, S> {
         kind: ClientKind,
         client: Arc<T>,
     ) -> Result<Self> {
-        // Checked when `S` is known: a slot past the table fails the build.
-        const { assert!(S < SLOTS, "a registration's slot must be in the table") };
         let mut client_ops = bindings::peer_memory_client {
             name: [0; bindings::IB_PEER_MEMORY_NAME_MAX as usize],
             version: [0; bindings::IB_PEER_MEMORY_VER_MAX as usize],
@@ -121,9 +148,7 @@ impl<T: PeerClient, const S: usize> Registration<T, S> {
             GFP_KERNEL,
         )?;
         let ptr: *mut RegShared<T> = &mut *shared;
-        SLOT[S]
-            .cmpxchg(core::ptr::null_mut(), ptr.cast(), Full)
-            .map_err(|_| EBUSY)?;
+        let slot = Slot::<S>::claim(ptr.cast())?;
         let invalidate_out = if kind == ClientKind::NoInvalidation {
             core::ptr::null_mut()
         } else {
@@ -135,15 +160,14 @@ impl<T: PeerClient, const S: usize> Registration<T, S> {
         // in the returned registration); `invalidate_out` is null or points into it.
         let handle =
             unsafe { (core.register)(core::ptr::addr_of!((*ptr).vtable.client), invalidate_out) };
-        let Some(handle) = NonNull::new(handle) else {
-            SLOT[S].store(core::ptr::null_mut(), Release);
-            return Err(EINVAL);
-        };
+        // Refused: the slot is cleared as `slot` goes.
+        let handle = NonNull::new(handle).ok_or(EINVAL)?;
         // INVARIANT: registered with `shared`, whose address is in the slot.
         Ok(Self {
             core,
-            shared,
             handle,
+            _slot: slot,
+            shared,
         })
     }
 
@@ -170,7 +194,7 @@ impl<T: PeerClient, const S: usize> Drop for Registration<T, S> {
         // blocks until every region of the client was released; afterwards the core
         // makes no more calls into the client.
         unsafe { (self.core.unregister)(self.handle.as_ptr()) };
-        SLOT[S].store(core::ptr::null_mut(), Release);
+        // The slot is cleared as the registration's fields go, then the shared part.
     }
 }
 
