@@ -26,9 +26,9 @@ impl<T: PinRecord> GpuPin<T> {
     /// Maps the pinned range for DMA by `peer`, and hands the DMA address of each
     /// 64 KiB page, in order and read in place, to `build`, whose result comes back
     /// with the mapping. Fails with [`PinError::Freed`] once the memory was freed, and
-    /// with `build`'s error (the mapping undone); the driver's errors come as `E`. The pin records the mapping: it is
-    /// undone by [`GpuPin::unmap`], else by the pin's last owner before the put, or
-    /// freed by the free callback.
+    /// with `build`'s error (the mapping undone); the driver's errors come as `E`. The
+    /// pin records the mapping: it is undone by [`GpuPin::unmap`], else by the pin's
+    /// last owner before the put, or freed by the free callback.
     ///
     /// `build` runs while the driver call is counted in flight: a free callback waits
     /// for it before the driver frees the addresses. It must not wait for anything a

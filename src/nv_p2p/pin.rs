@@ -129,7 +129,7 @@ pub(crate) struct PinShared<T: PinRecord> {
     mm: Option<ARef<Mm>>,
     tgid: i32,
     /// How many [`GpuPin`] handles own the pin: the last one dropped unpins. The
-    /// `Arc` count is more, with the driver's `data` reference and DMA mappings.
+    /// `Arc` count is more, with the driver's `data` reference.
     pub(super) owners: Refcount,
     /// A spinlock: nothing sleeps under it but the waits for the pin to go idle, which
     /// drop it (driver calls and frees are made outside it).
