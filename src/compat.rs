@@ -15,7 +15,6 @@ use kernel::{
         Atomic,
         AtomicType, //
     },
-    task::Task, //
 };
 
 /// "Operation not supported" (`EOPNOTSUPP`; a kernel-crate error code from 7.3 on).
@@ -28,21 +27,6 @@ pub(crate) fn eopnotsupp() -> Error {
 #[cfg(not(peermem_kernel_7_3))]
 pub(crate) fn eopnotsupp() -> Error {
     Error::from_errno(-(kernel::bindings::EOPNOTSUPP as i32))
-}
-
-/// The task's thread-group id, in the initial pid namespace (`Task::tgid` from 7.3 on).
-#[cfg(peermem_kernel_7_3)]
-pub(crate) fn tgid(task: &Task) -> i32 {
-    task.tgid()
-}
-
-/// The task's thread-group id, in the initial pid namespace (`Task::tgid` from 7.3 on).
-#[cfg(not(peermem_kernel_7_3))]
-pub(crate) fn tgid(task: &Task) -> i32 {
-    // SAFETY: `task` is a valid task (the reference's guarantee), and its tgid never
-    // changes after the task is created, so the read is not a data race (the reasoning
-    // of 7.3's `Task::tgid`).
-    unsafe { *core::ptr::addr_of!((*task.as_ptr()).tgid) }
 }
 
 /// `atomic.fetch_sub(v, o)` on a counter: `Atomic::fetch_sub` from 7.3 on; before, the

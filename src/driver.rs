@@ -17,8 +17,10 @@ use crate::{
         Debugfs,
         Params, //
     },
-    foreign::MissingSymbol,
-    glue,
+    glue::{
+        self,
+        MissingSymbol, //
+    },
     nv_p2p::NvP2p,
     peer_mem::{
         ClientKind,

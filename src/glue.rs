@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! The module's own C glue (`src/glue.c`), seen from Rust.
+//! The module's own C glue (`src/glue.c`), seen from Rust, and what the wrappers of
+//! the foreign APIs share (nvidia.ko's P2P API, the RDMA peer-memory core): the
+//! foreign functions the loader resolved, a C return value as a kernel error, and the
+//! name of a foreign function it did not resolve.
 
-use kernel::prelude::*;
+use kernel::{
+    ffi::c_int,
+    prelude::*, //
+};
 
 use crate::bindings;
 
@@ -36,6 +42,20 @@ pub(crate) fn params() -> bindings::peermem_params {
     unsafe { bindings::peermem_get_params(&mut p) };
     p
 }
+
+/// Maps a foreign return value to a result: 0 is success, a negative errno is that
+/// error, anything else (not a valid errno) is `EIO`.
+pub(crate) fn driver_result(ret: c_int) -> Result {
+    match ret {
+        0 => Ok(()),
+        -4095..=-1 => Err(Error::from_errno(ret)),
+        _ => Err(EIO),
+    }
+}
+
+/// The first missing foreign function, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MissingSymbol(pub(crate) &'static str);
 
 /// A symbol table with every function absent.
 pub(crate) const fn no_symbols() -> bindings::peermem_symbols {

@@ -30,14 +30,14 @@
 //!
 //! See docs/pin-state-machine.md for the states and the lock order.
 //!
-//! Files, each importing only those before it: `abi` (structure versions and checks of
-//! the driver's answers), `state` (a pin's state machine under its lock: every
-//! transition, the DMA mappings it records, the driver's reference on it), `pin` (the
-//! pin's record and the handler traits, the guard of a driver call in flight, making a
-//! pin, its handle, the last owner's put, the free callback), `mapping` (DMA
-//! mappings). Tests:
-//! the KUnit suite `peermem_nv_p2p` (`nv_p2p/tests.rs`); the client suites in
-//! `tests/client` exercise it against the fake nvidia.ko.
+//! Files, each importing only those before it: `state` (a pin's state machine under its
+//! lock: every transition, the DMA mappings it records, the driver's reference on it),
+//! `pin` (the pin's record and the handler traits, the guard of a driver call in
+//! flight, making a pin, its handle, the last owner's put, the free callback, the
+//! page-table versions read and the check of a table), `mapping` (DMA mappings, the
+//! mapping versions read and the check of a mapping). Tests: the KUnit suite
+//! `peermem_nv_p2p` (`nv_p2p/tests.rs`); the client suites in `tests/client` exercise
+//! it against the fake nvidia.ko.
 
 use kernel::{
     ffi::{
@@ -54,10 +54,9 @@ use kernel::{
 
 use crate::{
     bindings,
-    foreign::MissingSymbol, //
+    glue::MissingSymbol, //
 };
 
-mod abi;
 mod mapping;
 mod pin;
 mod state;
@@ -82,6 +81,21 @@ pub(crate) use pin::{
 /// The rate-limit kind of the "pin released outside its process" message (after the
 /// refusal reasons, which use their own values: `stats::Refusal`).
 const ORPHAN_RATELIMIT: u32 = 16;
+
+/// Why the driver's answer could not be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BadAnswer {
+    /// Success, but no structure.
+    Null,
+    /// A structure version this module does not read.
+    Version(u32),
+    /// A page size other than 64 KiB.
+    PageSize(u32),
+    /// Another number of entries than pages asked for.
+    Entries(u32),
+    /// A null page array or entry, or null DMA addresses.
+    NullEntry,
+}
 
 /// Why a pin, or a DMA mapping of one, failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

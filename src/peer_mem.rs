@@ -31,7 +31,7 @@ use kernel::{
 use crate::{
     bindings,
     device::PciFunction,
-    foreign::{
+    glue::{
         driver_result,
         MissingSymbol, //
     }, //

@@ -12,7 +12,6 @@ mod compat;
 mod debugfs;
 mod device;
 mod driver;
-mod foreign;
 mod glue;
 mod nv_p2p;
 mod peer_mem;

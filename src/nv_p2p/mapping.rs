@@ -7,19 +7,19 @@ use core::ptr::NonNull;
 use kernel::prelude::*;
 
 use super::{
-    abi::dma_addresses,
     pin::{
         DriverCall,
         GpuPin,
         PinRecord, //
     },
     state::Raw,
+    BadAnswer,
     PinError, //
 };
 use crate::{
     bindings,
     device::PciFunction,
-    foreign::driver_result, //
+    glue::driver_result, //
 };
 
 impl<T: PinRecord> GpuPin<T> {
@@ -121,3 +121,41 @@ pub(crate) struct DmaMapping(NonNull<bindings::nvidia_p2p_dma_mapping>);
 unsafe impl Send for DmaMapping {}
 // SAFETY: `&DmaMapping` gives nothing but the pointer's value.
 unsafe impl Sync for DmaMapping {}
+
+/// DMA-mapping versions this module reads: major 2, minor >= 3 (docs/abi.md 1.2).
+pub(super) const fn dma_mapping_version_ok(version: u32) -> bool {
+    let built = bindings::NVIDIA_P2P_DMA_MAPPING_VERSION;
+    version >> 16 == built >> 16 && (version & 0xffff) >= (built & 0xffff)
+}
+
+/// Checks a DMA mapping of a table of `pages` pages; its addresses, read in place.
+///
+/// # Safety
+///
+/// `mapping` is null or points to a DMA mapping the driver handed out, which it neither
+/// frees nor changes during `'a`.
+pub(super) unsafe fn dma_addresses<'a>(
+    mapping: *const bindings::nvidia_p2p_dma_mapping,
+    pages: u64,
+) -> Result<&'a [u64], BadAnswer> {
+    if mapping.is_null() {
+        return Err(BadAnswer::Null);
+    }
+    // SAFETY: `mapping` is valid for reads (the caller's guarantee).
+    let m = unsafe { &*mapping };
+    if !dma_mapping_version_ok(m.version) {
+        return Err(BadAnswer::Version(m.version));
+    }
+    if m.page_size_type != bindings::nvidia_p2p_page_size_type_NVIDIA_P2P_PAGE_SIZE_64KB {
+        return Err(BadAnswer::PageSize(m.page_size_type));
+    }
+    if u64::from(m.entries) != pages {
+        return Err(BadAnswer::Entries(m.entries));
+    }
+    if m.dma_addresses.is_null() {
+        return Err(BadAnswer::NullEntry);
+    }
+    // SAFETY: `dma_addresses` points to `entries` addresses (the driver's contract),
+    // which stay as they are during `'a` (the caller's guarantee).
+    Ok(unsafe { core::slice::from_raw_parts(m.dma_addresses, m.entries as usize) })
+}

@@ -28,11 +28,11 @@ use kernel::{
 };
 
 use super::{
-    abi::check_page_table,
     state::{
         PinKind,
         PinState, //
     },
+    BadAnswer,
     NvP2p,
     PinError,
     ORPHAN_RATELIMIT, //
@@ -40,8 +40,10 @@ use super::{
 use crate::{
     bindings,
     compat,
-    foreign::driver_result,
-    glue::ModuleRef,
+    glue::{
+        driver_result,
+        ModuleRef, //
+    },
     range::GpuRange, //
 };
 
@@ -63,7 +65,7 @@ impl SpaceId {
         let mm = task.mm()?;
         Some(SpaceId {
             mm: mm.as_raw() as usize,
-            tgid: crate::compat::tgid(task),
+            tgid: task.group_leader().pid(),
         })
     }
 
@@ -150,7 +152,7 @@ impl<T: PinRecord> PinShared<T> {
             let task = kernel::current!();
             (
                 task.mm().map(|mm| ARef::<Mm>::from(&**mm)),
-                crate::compat::tgid(task),
+                task.group_leader().pid(),
             )
         };
         pin_init!(Self {
@@ -703,4 +705,54 @@ pub(super) unsafe extern "C" fn free_callback<T: FreeHandler>(data: *mut c_void)
     // not used after.
     drop(orphan);
     drop(data);
+}
+
+/// Page-table versions this module reads: majors 1 (minor >= 2) and 2 (docs/abi.md 1.2).
+/// The fields read (version, page_size, pages, entries) sit at the same offsets in
+/// both.
+pub(super) const fn page_table_version_ok(version: u32) -> bool {
+    let (major, minor) = (version >> 16, version & 0xffff);
+    // Major 2 started at minor 0 (0x00020000): every minor of it is readable.
+    match major {
+        1 => minor >= (bindings::NVIDIA_P2P_PAGE_TABLE_VERSION_R515 & 0xffff),
+        2 => true,
+        _ => false,
+    }
+}
+
+/// Checks a page table the driver returned for a pin of `pages` pages.
+///
+/// # Safety
+///
+/// `table` is null or points to a page table the driver handed out and has not freed,
+/// for the duration of the call.
+pub(super) unsafe fn check_page_table(
+    table: *const bindings::nvidia_p2p_page_table,
+    pages: u64,
+) -> Result<(), BadAnswer> {
+    if table.is_null() {
+        return Err(BadAnswer::Null);
+    }
+    // SAFETY: `table` is valid for reads (the caller's guarantee); only fields whose
+    // offsets agree between majors 1 and 2 are read.
+    let t = unsafe { &*table };
+    if !page_table_version_ok(t.version) {
+        return Err(BadAnswer::Version(t.version));
+    }
+    if t.page_size != bindings::nvidia_p2p_page_size_type_NVIDIA_P2P_PAGE_SIZE_64KB {
+        return Err(BadAnswer::PageSize(t.page_size));
+    }
+    if u64::from(t.entries) != pages {
+        return Err(BadAnswer::Entries(t.entries));
+    }
+    if t.pages.is_null() {
+        return Err(BadAnswer::NullEntry);
+    }
+    for i in 0..t.entries as usize {
+        // SAFETY: `pages` points to `entries` page pointers (the driver's contract).
+        if unsafe { *t.pages.add(i) }.is_null() {
+            return Err(BadAnswer::NullEntry);
+        }
+    }
+    Ok(())
 }

@@ -4,7 +4,14 @@
 //! answers, symbol resolution, and pins against a stub driver.
 
 use super::{
-    abi::*,
+    mapping::{
+        dma_addresses,
+        dma_mapping_version_ok, //
+    },
+    pin::{
+        check_page_table,
+        page_table_version_ok, //
+    },
     state::{
         Phase,
         PinKind,
@@ -14,7 +21,7 @@ use super::{
     *, //
 };
 use crate::{
-    foreign::{
+    glue::{
         driver_result,
         MissingSymbol, //
     },

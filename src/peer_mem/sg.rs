@@ -14,8 +14,7 @@ use kernel::{
 
 use crate::{
     bindings,
-    compat,
-    foreign::driver_result, //
+    compat, //
 };
 
 /// The core's `sg_table` of one region.
@@ -128,7 +127,9 @@ impl SgList {
         // SAFETY: `table` is a valid, empty table. On failure (`sg_alloc_table`'s
         // ENOMEM) the glue leaves nothing allocated.
         let ret = unsafe { bindings::peermem_sg_alloc(&mut table, n) };
-        driver_result(ret).map_err(|_| SgError::NoMemory)?;
+        if ret != 0 {
+            return Err(SgError::NoMemory);
+        }
         let sgl = NonNull::new(table.sgl).ok_or(SgError::NoMemory)?;
         LIVE.fetch_add(1, Relaxed);
         // INVARIANT: allocated by `peermem_sg_alloc` just above, and counted.
