@@ -308,6 +308,8 @@ static void set_cost(u32 cost, bool huge_bar)
 	fake_nv_get_config(&cfg);
 	cfg.pin_cost_us = cost;
 	cfg.unpin_cost_us = cost;
+	/* As nvidia.ko: what a put or an unmap gives back is freed, not kept. */
+	cfg.free_on_release = true;
 	if (huge_bar) {
 		/* Unbacked windows for scale: BAR1 is not what is measured here. */
 		cfg.bar1_size = 1ULL << 42;
@@ -497,6 +499,7 @@ static void bench_scaling(u32 live, int n)
 {
 	struct accounting acc;
 	struct held h0, h1;
+	struct fake_core_client_stats ph0, ph1;
 	struct fake_mr **mrs;
 	u64 *win, t0, va, batch[SCALING_BATCHES];
 	int nwin, i, b, made = 0, err;
@@ -525,6 +528,7 @@ static void bench_scaling(u32 live, int n)
 	accounting_stop(&acc);
 	if (!err)
 		held_rows("scaling", "bytes_per_reg_", K64, live, &h0, &h1);
+	fake_core_client_stats("nv_mem", &ph0);
 	for (b = 0; b < SCALING_BATCHES; b++) {
 		t0 = now_ns();
 		for (i = 0; i < n; i++) {
@@ -540,6 +544,16 @@ static void bench_scaling(u32 live, int n)
 	}
 	sort(batch, SCALING_BATCHES, sizeof(*batch), cmp_u64, NULL);
 	row("scaling", "op_ns", K64, 0, live, batch[SCALING_BATCHES / 2]);
+	if (!fake_core_client_stats("nv_mem", &ph1)) {
+		for (i = 0; i < FAKE_CORE_PHASE_COUNT; i++) {
+			char metric[32];
+
+			snprintf(metric, sizeof(metric), "phase_%s_ns", fake_core_phase_name(i));
+			row("scaling", metric, K64, 0, live,
+			    div_u64((ph1.phase_ns[i] - ph0.phase_ns[i]) * 1000,
+				    n * SCALING_BATCHES));
+		}
+	}
 out:
 	while (made-- > 0) {
 		fake_core_dereg_mr(mrs[made]);

@@ -74,6 +74,9 @@ struct fake_nv_config {
 	u64 bar1_reserve;	/* default 36 MiB: a pin fails -ENOMEM past size - reserve */
 	u32 pin_cost_us;	/* time charged per get_pages under the driver lock; 0 */
 	u32 unpin_cost_us;	/* time charged per put_pages; 0 */
+	bool free_on_release;	/* a table put and a mapping unmapped are freed, as
+				 * nvidia.ko frees them; default false: kept poisoned
+				 * (quarantine), so that a stale pointer is recognised */
 };
 void fake_nv_get_config(struct fake_nv_config *cfg);
 int fake_nv_set_config(const struct fake_nv_config *cfg);	/* -EINVAL if bad */

@@ -17,9 +17,12 @@
  * drv_lock). reg_lock (spinlock, innermost) protects the pointer registry,
  * cnt_lock the counters.
  *
- * Nothing handed out is ever kfree'd while the module is loaded: put or freed page
- * tables and mappings are poisoned and kept (quarantine), so that a stale pointer
- * is recognised instead of aliasing a new object.
+ * By default nothing handed out is kfree'd while the module is loaded: put or freed
+ * page tables and mappings are poisoned and kept (quarantine), so that a stale pointer
+ * is recognised instead of aliasing a new object. With config.free_on_release (the
+ * benchmark's setting) a table put and a mapping unmapped are freed there and then,
+ * as nvidia.ko frees them, so that what a registration costs does not grow with every
+ * pin made before it.
  */
 #define pr_fmt(fmt) "fake-nvidia: " fmt
 
@@ -174,12 +177,13 @@ struct fnv_map {
 
 static LIST_HEAD(procs);
 static LIST_HEAD(orphans);		/* freed allocations kept by persistent pins */
-static LIST_HEAD(all_pins);		/* every pin ever handed out (quarantine) */
+static LIST_HEAD(all_pins);		/* every pin handed out and not freed */
 static LIST_HEAD(all_maps);
 /*
- * Every table and mapping ever handed out stays registered (quarantine), so these grow
- * with every pin made while loaded: sized for the benchmark's millions of pins (every
- * 64 KiB page of a 128 GiB BAR1 pinned alone), 1 MiB each.
+ * Every table and mapping handed out stays registered until freed (never, under
+ * quarantine, so these grow with every pin made while loaded): sized for the
+ * benchmark's millions of live pins (every 64 KiB page of a 128 GiB BAR1 pinned
+ * alone), 1 MiB each.
  */
 static DEFINE_HASHTABLE(pin_hash, 17);
 static DEFINE_HASHTABLE(map_hash, 17);
@@ -657,6 +661,20 @@ static void pin_release(struct fnv_pin *pin, enum fnv_state st)
 	spin_unlock(&cnt_lock);
 }
 
+/*
+ * Under drv_lock: frees a pin put with no mapping left (config.free_on_release), as
+ * nvidia.ko frees a table at its put; a stale pointer to it is then unknown.
+ */
+static void pin_free(struct fnv_pin *pin)
+{
+	spin_lock(&reg_lock);
+	hash_del(&pin->hnode);
+	spin_unlock(&reg_lock);
+	list_del(&pin->all_node);
+	kfree(pin->table);
+	kfree(pin);
+}
+
 /* Under drv_lock: caller identity. */
 static struct fake_nv_proc *caller_proc(void)
 {
@@ -861,6 +879,7 @@ static int do_put_pages(u64 va, struct nvidia_p2p_page_table *table, bool persis
 	struct fnv_pin *pin;
 	struct fnv_map *map, *tmp;
 	const char *fn = persistent_api ? "put_pages_persistent" : "put_pages";
+	bool kept;
 	int ret = 0;
 
 	if (!table)
@@ -940,6 +959,8 @@ static int do_put_pages(u64 va, struct nvidia_p2p_page_table *table, bool persis
 	}
 	charge_us(config.unpin_cost_us);
 	fnv_lock(&pin->lock);
+	/* A pin whose mappings the driver tears down here stays: they point to it. */
+	kept = !list_empty(&pin->maps) || !config.free_on_release;
 	if (!list_empty(&pin->maps)) {
 		violation(FAKE_NV_V_UNMAPPED_AT_PUT, caller,
 			  "%s of table %px with DMA mappings still live (the driver frees them)",
@@ -950,6 +971,8 @@ static int do_put_pages(u64 va, struct nvidia_p2p_page_table *table, bool persis
 	pin_release(pin, FNV_PUT);
 	fnv_unlock(&pin->lock);
 	maybe_destroy_alloc(pin->alloc);
+	if (!kept)
+		pin_free(pin);
 out:
 	fnv_unlock(&drv_lock);
 	return ret;
@@ -1198,7 +1221,7 @@ int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer, struct nvidia_p2p_page_tabl
 			       struct nvidia_p2p_dma_mapping *dma_mapping)
 {
 	struct fnv_pin *pin;
-	struct fnv_map *map;
+	struct fnv_map *map, *freed = NULL;
 	int ret = 0;
 
 	if (!peer || !page_table || !dma_mapping)
@@ -1256,9 +1279,22 @@ int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer, struct nvidia_p2p_page_tabl
 		}
 	}
 	map_teardown(map, FNV_M_UNMAPPED, FNV_POISON_MAP);
+	if (config.free_on_release) {
+		/* Out of every lookup before the table's lock is dropped; freed after. */
+		spin_lock(&reg_lock);
+		hash_del(&map->hnode);
+		list_del(&map->all_node);
+		spin_unlock(&reg_lock);
+		freed = map;
+	}
 out:
 	fnv_unlock(&pin->lock);
 	atomic_dec(&pin->in_flight);
+	if (freed) {
+		kvfree(freed->m->dma_addresses);
+		kfree(freed->m);
+		kfree(freed);
+	}
 	return ret;
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_dma_unmap_pages);

@@ -1110,6 +1110,45 @@ static void t_alloc_and_config(struct kunit *test)
 	expect_clean(test);
 }
 
+/*
+ * free_on_release (the benchmark's setting): a mapping unmapped and a table put are
+ * freed, as nvidia.ko frees them, so a stale pointer to either is unknown afterwards
+ * (under quarantine: a double unmap, a double put); a table put with mappings still
+ * live is kept, since the mappings the driver tore down point to it.
+ */
+static void t_free_on_release(struct kunit *test)
+{
+	struct fake_nv_config cfg;
+	struct mapped x;
+
+	fake_nv_get_config(&cfg);
+	cfg.free_on_release = true;
+	KUNIT_ASSERT_EQ(test, fake_nv_set_config(&cfg), 0);
+	mapped_start(test, &x, P64K);
+	KUNIT_EXPECT_EQ(test, nvidia_p2p_dma_unmap_pages(x.dev, x.t, x.m), 0);
+	KUNIT_EXPECT_EQ(test, NOW(dma_mappings_live), 0);
+	/* the mapping is gone: not a double unmap, a mapping never handed out */
+	KUNIT_EXPECT_EQ(test, nvidia_p2p_dma_unmap_pages(x.dev, x.t, x.m), LEGACY ? -EINVAL : 0);
+	KUNIT_EXPECT_EQ(test, DV(test, FAKE_NV_V_UNKNOWN_TABLE), 1);
+	KUNIT_EXPECT_EQ(test, DV(test, FAKE_NV_V_DOUBLE_UNMAP), 0);
+	KUNIT_EXPECT_EQ(test, nvidia_p2p_put_pages(0, 0, x.va, x.t), 0);
+	/* the table is gone too: a second put finds nothing it handed out */
+	KUNIT_EXPECT_EQ(test, nvidia_p2p_put_pages(0, 0, x.va, x.t), LEGACY ? -EINVAL : 0);
+	KUNIT_EXPECT_EQ(test, DV(test, FAKE_NV_V_UNKNOWN_TABLE), 2);
+	KUNIT_EXPECT_EQ(test, DV(test, FAKE_NV_V_DOUBLE_PUT), 0);
+	/* put with a mapping live: the driver tears it down, and keeps the pin */
+	KUNIT_EXPECT_EQ(test, pin_cb(x.va, P64K, &x.t, x.r), 0);
+	KUNIT_EXPECT_EQ(test, nvidia_p2p_dma_map_pages(x.dev, x.t, &x.m), 0);
+	KUNIT_EXPECT_EQ(test, nvidia_p2p_put_pages(0, 0, x.va, x.t), 0);
+	KUNIT_EXPECT_EQ(test, DV(test, FAKE_NV_V_UNMAPPED_AT_PUT), 1);
+	KUNIT_EXPECT_EQ(test, nvidia_p2p_put_pages(0, 0, x.va, x.t), LEGACY ? -EINVAL : 0);
+	KUNIT_EXPECT_EQ(test, DV(test, FAKE_NV_V_DOUBLE_PUT), 1);
+	KUNIT_EXPECT_EQ(test, DV(test, FAKE_NV_V_UNKNOWN_TABLE), 2);
+	endproc(test, x.p, true);
+	KUNIT_EXPECT_EQ(test, x.r->calls, 0);
+	mapped_end(test, &x);
+}
+
 static void t_pin_cost(struct kunit *test)
 {
 	struct fake_nv_proc *p = newproc(test);
@@ -1158,6 +1197,7 @@ static struct kunit_case fake_nv_cases[] = {
 	KUNIT_CASE(t_in_flight_at_free),
 	KUNIT_CASE(t_alloc_and_config),
 	KUNIT_CASE(t_pin_cost),
+	KUNIT_CASE(t_free_on_release),
 	{}
 };
 
