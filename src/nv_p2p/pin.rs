@@ -333,20 +333,6 @@ impl<T: PinRecord> PinShared<T> {
         true
     }
 
-    /// Unmaps every mapping still recorded, as the last owner (no map starts any more):
-    /// the driver wants them gone before the put. None is left in this module's use
-    /// (each registration unmaps its own), unless a free callback frees them.
-    pub(super) fn unmap_left(&self) {
-        loop {
-            // The guard goes with this statement: `unmap` locks again.
-            let left = self.state.lock().mapping_left();
-            match left {
-                Some(raw) if self.unmap(raw) => {}
-                _ => return,
-            }
-        }
-    }
-
     /// Ends a driver call (its guard's end); wakes a callback waiting for calls to
     /// drain.
     fn end_call(&self, st: &mut PinState<Self>) {
@@ -588,9 +574,20 @@ impl<T: PinRecord> GpuPin<T> {
     /// Unpins, as the last owner: puts the pin, or leaves it to its callback.
     fn put_last(&self) {
         let s = &self.shared;
-        s.unmap_left();
         let (table, kind) = {
             let mut st = s.state.lock();
+            // Every mapping still recorded is unmapped first: the driver wants them gone
+            // before the put. None is left in this module's use (each registration
+            // unmaps its own) unless a free callback frees them; `unmap` locks again.
+            while let Some(raw) = st.mapping_left() {
+                drop(st);
+                let unmapped = s.unmap(raw);
+                st = s.state.lock();
+                if !unmapped {
+                    // A free callback frees it, and the others with it.
+                    break;
+                }
+            }
             if st.is_freed() {
                 // The driver tore the pin down. A callback still running elsewhere may
                 // use what the owner is about to free: wait for it, unless this is that
