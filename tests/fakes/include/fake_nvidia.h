@@ -53,7 +53,7 @@ u64 fake_nv_alloc_at(struct fake_nv_proc *p, u64 va, u64 size, bool backed);
 /*
  * cuMemFree: under the driver lock, runs the free callback of every callback pin on
  * the allocation, then frees their page tables and DMA mappings (poisoned and kept
- * in quarantine, so later use is detected). Persistent pins keep the memory alive
+ * in quarantine, so later use is detected, whatever free_on_release says). Persistent pins keep the memory alive
  * until put_pages_persistent. Returns 0, or -ENOENT for an unknown allocation.
  */
 int fake_nv_free(struct fake_nv_proc *p, u64 va);
