@@ -6,7 +6,9 @@
 //! Pins sit in a red-black tree ordered by (address space, start, id). Finding a pin
 //! that covers a range walks back from the last pin starting at or before the range's
 //! start, within the same address space, for at most [`SCAN`] pins:
-//! `O(log n + SCAN)` whatever the number of live pins. A covering pin further back is
+//! `O(log n + SCAN)` whatever the number of live pins. Each key carries its pin's
+//! length, so the walk reads tree nodes only, and a pin's own record only once its key
+//! covers the range (with millions of pins the records are far apart in memory). A covering pin further back is
 //! not found and the registration pins anew, which is always correct (overlapping pins
 //! are legal; the driver shares their BAR1 mappings, docs/abi.md 1.5). See
 //! docs/architecture.md, "Pin registry".
@@ -29,36 +31,56 @@ use kernel::{
 
 use crate::{
     nv_p2p::SpaceId,
-    range::GpuRange, //
+    range::{
+        GpuRange,
+        GPU_PAGE_SIZE, //
+    },
 };
 
 /// How many pins a covering-pin search examines at most.
 pub(crate) const SCAN: usize = 16;
 
-/// A pin's place in the tree, ordered by address space, start and id.
+/// A pin's place in the tree, ordered by address space, start and id, with the pin's
+/// length in 64 KiB pages.
 ///
 /// The address space is kept as its two fields rather than as a nested [`SpaceId`],
-/// which pads to 16 bytes: the key packs into 32 bytes, and a tree node (the kernel's
-/// `rb_node`, the key and the pin reference) into a 64-byte allocation instead of a
-/// 96-byte one. The derived order follows the declaration: `mm` then `tgid` is
-/// [`SpaceId`]'s own order, then start and id.
+/// which pads to 16 bytes: the key packs into 32 bytes (the length in the `tgid`'s
+/// padding), and a tree node (the kernel's `rb_node`, the key and the pin reference)
+/// into a 64-byte allocation instead of a 96-byte one. The derived order follows the
+/// declaration: `mm` then `tgid` is [`SpaceId`]'s own order, then start and id; ids are
+/// unique, so the length never decides.
+///
+/// # Invariants
+///
+/// `pages` is the pin's length in 64 KiB pages, or less where it does not fit 32 bits
+/// (a key then covers less than its pin, never more).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 pub(crate) struct PinKey {
     mm: usize,
     tgid: i32,
     start: u64,
     id: u64,
+    pages: u32,
 }
 
 impl PinKey {
-    /// The key of pin `id`, of `space`, starting at `start`.
-    pub(crate) fn new(space: SpaceId, start: u64, id: u64) -> Self {
+    /// The key of pin `id`, of `space`, pinning `range`.
+    pub(crate) fn new(space: SpaceId, range: GpuRange, id: u64) -> Self {
+        // INVARIANT: the length, or `u32::MAX` pages where it is longer.
         PinKey {
             mm: space.mm,
             tgid: space.tgid,
-            start,
+            start: range.start(),
             id,
+            pages: u32::try_from(range.pages()).unwrap_or(u32::MAX),
         }
+    }
+
+    /// Whether the pin covers `range`, as far as its key says (the type invariant: a
+    /// key never covers more than its pin).
+    fn covers(&self, range: GpuRange) -> bool {
+        let len = u64::from(self.pages) * GPU_PAGE_SIZE;
+        self.start <= range.start() && range.end() <= self.start.saturating_add(len)
     }
 
     /// The pin's id, unique for the registry's life and never 0.
@@ -116,7 +138,7 @@ impl<V: Entry> Registry<V> {
     /// Links `pin` under `space` and its range; returns its key.
     pub(crate) fn insert(&self, space: SpaceId, pin: V) -> Result<PinKey> {
         let id = self.next_id();
-        let key = PinKey::new(space, pin.range().start(), id);
+        let key = PinKey::new(space, pin.range(), id);
         let node = RBTreeNode::new(key, pin, GFP_KERNEL)?;
         self.tree.lock().insert(node);
         Ok(key)
@@ -130,7 +152,7 @@ impl<V: Entry> Registry<V> {
     /// A usable pin of `space` that covers `range`, if one is among the [`SCAN`] pins
     /// starting closest at or before it.
     pub(crate) fn find_covering(&self, space: SpaceId, range: GpuRange) -> Option<V> {
-        let probe = PinKey::new(space, range.start(), u64::MAX);
+        let probe = PinKey::new(space, range, u64::MAX);
         let mut tree = self.tree.lock();
         // No key equals `probe` (ids stop short of u64::MAX): the lower bound is the
         // first pin after it, so the walk starts one before that.
@@ -144,7 +166,7 @@ impl<V: Entry> Registry<V> {
             if k.space() != space {
                 return None;
             }
-            if range.end() <= v.range().end() && v.usable() {
+            if k.covers(range) && v.usable() {
                 return Some(v.clone());
             }
             cursor = c.move_prev();
@@ -215,7 +237,13 @@ mod tests {
 
     #[test]
     fn keys_order_by_space_start_and_id() {
-        let k = |space, start, id| PinKey::new(space, start, id);
+        let k = |space: SpaceId, start, id| PinKey {
+            mm: space.mm,
+            tgid: space.tgid,
+            start,
+            id,
+            pages: 1,
+        };
         // The packed key orders as (SpaceId, start, id) would.
         assert!(k(A, 9, 9) < k(B, 0, 0));
         let other_mm = SpaceId {
@@ -227,6 +255,25 @@ mod tests {
         assert!(k(A, 1, 1) < k(A, 1, 2));
         assert!(k(A, 1, 1).space() == A);
         assert_eq!(size_of::<PinKey>(), 32);
+    }
+
+    #[test]
+    fn a_key_covers_what_its_pin_covers_and_never_more() -> Result {
+        let key = PinKey::new(A, r(10, 10)?, 1);
+        assert!(key.covers(r(10, 10)?));
+        assert!(key.covers(r(12, 3)?));
+        assert!(!key.covers(r(15, 10)?));
+        assert!(!key.covers(r(9, 2)?));
+        // A pin longer than 2^32 pages (256 TiB): its key covers the first 2^32 - 1.
+        let huge = PinKey::new(A, r(0, 1 << 33)?, 2);
+        assert!(huge.covers(r(0, u64::from(u32::MAX))?));
+        assert!(!huge.covers(r(0, 1 << 32)?));
+        // The search decides from the keys: up to the pin's last page, not past it.
+        let reg = reg()?;
+        reg.insert(A, pin(10, 10)?)?;
+        assert!(reg.find_covering(A, r(19, 1)?).is_some());
+        assert!(reg.find_covering(A, r(20, 1)?).is_none());
+        Ok(())
     }
 
     #[test]

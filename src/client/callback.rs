@@ -292,7 +292,7 @@ const UNLINKED: u64 = u64::MAX;
 fn key_of(id: u64, space: SpaceId, range: GpuRange) -> Option<PinKey> {
     match id {
         0 | UNLINKED => None,
-        id => Some(PinKey::new(space, range.start(), id)),
+        id => Some(PinKey::new(space, range, id)),
     }
 }
 
