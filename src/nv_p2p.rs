@@ -97,6 +97,37 @@ pub(crate) enum BadAnswer {
     NullEntry,
 }
 
+/// The fields a page table and a DMA mapping both have, as the driver filled them in.
+struct Header {
+    version: u32,
+    /// Whether this module reads `version` of this structure.
+    version_ok: bool,
+    page_size: u32,
+    entries: u32,
+    /// Whether the array of entries is null.
+    no_array: bool,
+}
+
+impl Header {
+    /// Checks the header of a structure for `pages` pages: a version this module reads,
+    /// 64 KiB pages, as many entries as pages, an array of them.
+    fn check(&self, pages: u64) -> Result<(), BadAnswer> {
+        if !self.version_ok {
+            return Err(BadAnswer::Version(self.version));
+        }
+        if self.page_size != bindings::nvidia_p2p_page_size_type_NVIDIA_P2P_PAGE_SIZE_64KB {
+            return Err(BadAnswer::PageSize(self.page_size));
+        }
+        if u64::from(self.entries) != pages {
+            return Err(BadAnswer::Entries(self.entries));
+        }
+        if self.no_array {
+            return Err(BadAnswer::NullEntry);
+        }
+        Ok(())
+    }
+}
+
 /// Why a pin, or a DMA mapping of one, failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PinError {

@@ -14,6 +14,7 @@ use super::{
     },
     state::Raw,
     BadAnswer,
+    Header,
     PinError, //
 };
 use crate::{
@@ -143,18 +144,14 @@ pub(super) unsafe fn dma_addresses<'a>(
     }
     // SAFETY: `mapping` is valid for reads (the caller's guarantee).
     let m = unsafe { &*mapping };
-    if !dma_mapping_version_ok(m.version) {
-        return Err(BadAnswer::Version(m.version));
+    Header {
+        version: m.version,
+        version_ok: dma_mapping_version_ok(m.version),
+        page_size: m.page_size_type,
+        entries: m.entries,
+        no_array: m.dma_addresses.is_null(),
     }
-    if m.page_size_type != bindings::nvidia_p2p_page_size_type_NVIDIA_P2P_PAGE_SIZE_64KB {
-        return Err(BadAnswer::PageSize(m.page_size_type));
-    }
-    if u64::from(m.entries) != pages {
-        return Err(BadAnswer::Entries(m.entries));
-    }
-    if m.dma_addresses.is_null() {
-        return Err(BadAnswer::NullEntry);
-    }
+    .check(pages)?;
     // SAFETY: `dma_addresses` points to `entries` addresses (the driver's contract),
     // which stay as they are during `'a` (the caller's guarantee).
     Ok(unsafe { core::slice::from_raw_parts(m.dma_addresses, m.entries as usize) })

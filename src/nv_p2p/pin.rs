@@ -33,6 +33,7 @@ use super::{
         PinState, //
     },
     BadAnswer,
+    Header,
     NvP2p,
     PinError,
     ORPHAN_RATELIMIT, //
@@ -733,18 +734,14 @@ pub(super) unsafe fn check_page_table(
     // SAFETY: `table` is valid for reads (the caller's guarantee); only fields whose
     // offsets agree between majors 1 and 2 are read.
     let t = unsafe { &*table };
-    if !page_table_version_ok(t.version) {
-        return Err(BadAnswer::Version(t.version));
+    Header {
+        version: t.version,
+        version_ok: page_table_version_ok(t.version),
+        page_size: t.page_size,
+        entries: t.entries,
+        no_array: t.pages.is_null(),
     }
-    if t.page_size != bindings::nvidia_p2p_page_size_type_NVIDIA_P2P_PAGE_SIZE_64KB {
-        return Err(BadAnswer::PageSize(t.page_size));
-    }
-    if u64::from(t.entries) != pages {
-        return Err(BadAnswer::Entries(t.entries));
-    }
-    if t.pages.is_null() {
-        return Err(BadAnswer::NullEntry);
-    }
+    .check(pages)?;
     for i in 0..t.entries as usize {
         // SAFETY: `pages` points to `entries` page pointers (the driver's contract).
         if unsafe { *t.pages.add(i) }.is_null() {
