@@ -97,31 +97,27 @@ pub(crate) enum BadAnswer {
     NullEntry,
 }
 
-/// The fields a page table and a DMA mapping both have, as the driver filled them in.
-struct Header {
-    version: u32,
-    /// Whether this module reads `version` of this structure.
-    version_ok: bool,
-    page_size: u32,
-    entries: u32,
-    /// Whether the array of entries is null.
-    no_array: bool,
-}
+/// The fields a page table and a DMA mapping both have, as the driver filled them in:
+/// the version, whether this module reads that version of the structure, the page
+/// size, the number of entries, and whether the array of entries is null.
+#[derive(Clone, Copy)]
+struct Header(u32, bool, u32, u32, bool);
 
 impl Header {
     /// Checks the header of a structure for `pages` pages: a version this module reads,
     /// 64 KiB pages, as many entries as pages, an array of them.
     fn check(&self, pages: u64) -> Result<(), BadAnswer> {
-        if !self.version_ok {
-            return Err(BadAnswer::Version(self.version));
+        let Header(version, version_ok, page_size, entries, no_array) = *self;
+        if !version_ok {
+            return Err(BadAnswer::Version(version));
         }
-        if self.page_size != bindings::nvidia_p2p_page_size_type_NVIDIA_P2P_PAGE_SIZE_64KB {
-            return Err(BadAnswer::PageSize(self.page_size));
+        if page_size != bindings::nvidia_p2p_page_size_type_NVIDIA_P2P_PAGE_SIZE_64KB {
+            return Err(BadAnswer::PageSize(page_size));
         }
-        if u64::from(self.entries) != pages {
-            return Err(BadAnswer::Entries(self.entries));
+        if u64::from(entries) != pages {
+            return Err(BadAnswer::Entries(entries));
         }
-        if self.no_array {
+        if no_array {
             return Err(BadAnswer::NullEntry);
         }
         Ok(())

@@ -144,14 +144,9 @@ pub(super) unsafe fn dma_addresses<'a>(
     }
     // SAFETY: `mapping` is valid for reads (the caller's guarantee).
     let m = unsafe { &*mapping };
-    Header {
-        version: m.version,
-        version_ok: dma_mapping_version_ok(m.version),
-        page_size: m.page_size_type,
-        entries: m.entries,
-        no_array: m.dma_addresses.is_null(),
-    }
-    .check(pages)?;
+    let ok = dma_mapping_version_ok(m.version);
+    let no_array = m.dma_addresses.is_null();
+    Header(m.version, ok, m.page_size_type, m.entries, no_array).check(pages)?;
     // SAFETY: `dma_addresses` points to `entries` addresses (the driver's contract),
     // which stay as they are during `'a` (the caller's guarantee).
     Ok(unsafe { core::slice::from_raw_parts(m.dma_addresses, m.entries as usize) })

@@ -734,14 +734,8 @@ pub(super) unsafe fn check_page_table(
     // SAFETY: `table` is valid for reads (the caller's guarantee); only fields whose
     // offsets agree between majors 1 and 2 are read.
     let t = unsafe { &*table };
-    Header {
-        version: t.version,
-        version_ok: page_table_version_ok(t.version),
-        page_size: t.page_size,
-        entries: t.entries,
-        no_array: t.pages.is_null(),
-    }
-    .check(pages)?;
+    let ok = page_table_version_ok(t.version);
+    Header(t.version, ok, t.page_size, t.entries, t.pages.is_null()).check(pages)?;
     for i in 0..t.entries as usize {
         // SAFETY: `pages` points to `entries` page pointers (the driver's contract).
         if unsafe { *t.pages.add(i) }.is_null() {
