@@ -630,6 +630,14 @@ static void map_teardown(struct fnv_map *map, int new_state, u32 poison)
 	CNT_DEC(dma_mappings_live);
 }
 
+/* Frees a mapping no lookup can reach any more (out of map_hash and all_maps). */
+static void map_free(struct fnv_map *map)
+{
+	kvfree(map->m->dma_addresses);
+	kfree(map->m);
+	kfree(map);
+}
+
 /* Under drv_lock: unpin, poison, account. Mappings must be torn down already. */
 static void pin_release(struct fnv_pin *pin, enum fnv_state st)
 {
@@ -1290,11 +1298,8 @@ int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer, struct nvidia_p2p_page_tabl
 out:
 	fnv_unlock(&pin->lock);
 	atomic_dec(&pin->in_flight);
-	if (freed) {
-		kvfree(freed->m->dma_addresses);
-		kfree(freed->m);
-		kfree(freed);
-	}
+	if (freed)
+		map_free(freed);
 	return ret;
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_dma_unmap_pages);
@@ -1716,11 +1721,8 @@ static void __exit fake_nv_exit(void)
 		kvfree(a->pincount);
 		kfree(a);
 	}
-	list_for_each_entry_safe(map, mtmp, &all_maps, all_node) {
-		kvfree(map->m->dma_addresses);
-		kfree(map->m);
-		kfree(map);
-	}
+	list_for_each_entry_safe(map, mtmp, &all_maps, all_node)
+		map_free(map);
 	list_for_each_entry_safe(pin, pintmp, &all_pins, all_node) {
 		if (pin->table->pages && pin->state != FNV_PUT)
 			kvfree(pin->table->pages);
