@@ -8,10 +8,10 @@
 //! start, within the same address space, for at most [`SCAN`] pins:
 //! `O(log n + SCAN)` whatever the number of live pins. Each key carries its pin's
 //! length, so the walk reads tree nodes only, and a pin's own record only once its key
-//! covers the range (with millions of pins the records are far apart in memory). A covering pin further back is
-//! not found and the registration pins anew, which is always correct (overlapping pins
-//! are legal; the driver shares their BAR1 mappings, docs/abi.md 1.5). See
-//! docs/architecture.md, "Pin registry".
+//! covers the range (with millions of pins the records are far apart in memory). A
+//! covering pin further back is not found and the registration pins anew, which is
+//! always correct (overlapping pins are legal; the driver shares their BAR1 mappings,
+//! docs/abi.md 1.5). See docs/architecture.md, "Pin registry".
 
 use kernel::{
     new_mutex,
