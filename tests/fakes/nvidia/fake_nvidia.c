@@ -167,7 +167,7 @@ struct fnv_pin {
 struct fnv_map {
 	struct nvidia_p2p_dma_mapping *m;
 	struct fnv_pin *pin;
-	struct pci_dev *peer;
+	struct pci_dev *peer;		/* the peer mapped for: no reference, as nvidia.ko */
 	bool dma_api;			/* mapped through the DMA API (synthetic pages are not) */
 	enum { FNV_M_LIVE, FNV_M_UNMAPPED, FNV_M_FREED_BY_CB } state;
 	struct list_head pin_node;
@@ -626,7 +626,6 @@ static void map_teardown(struct fnv_map *map, int new_state, u32 poison)
 	list_del(&map->pin_node);
 	map->state = new_state;
 	m->version = poison;
-	pci_dev_put(map->peer);
 	CNT_DEC(dma_mappings_live);
 }
 
@@ -1198,7 +1197,8 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer, struct nvidia_p2p_page_table 
 	map->m = m;
 	map->pin = pin;
 	map->dma_api = dma_api;
-	map->peer = pci_dev_get(peer);
+	/* A bare pointer, as nvidia.ko keeps it: no reference (docs/abi.md 1.1). */
+	map->peer = peer;
 	map->state = FNV_M_LIVE;
 	list_add_tail(&map->pin_node, &pin->maps);
 	spin_lock(&reg_lock);

@@ -747,13 +747,17 @@ static void t_dma_map_hca(struct kunit *test)
 	struct pci_dev *dev = hca(test);
 	u64 va = fake_nv_alloc(p, 4 * P64K, true);
 	u64 vu = fake_nv_alloc(p, 2 * P64K, false);
+	unsigned int refs;
 	u32 i;
 
 	KUNIT_ASSERT_NOT_NULL(test, dev);
 	KUNIT_EXPECT_NE(test, va, 0);
 	KUNIT_EXPECT_EQ(test, pin_cb(va, 4 * P64K, &t, r), 0);
+	refs = kref_read(&dev->dev.kobj.kref);
 	KUNIT_EXPECT_EQ(test, nvidia_p2p_dma_map_pages(dev, t, &m), 0);
 	KUNIT_ASSERT_NOT_NULL(test, m);
+	/* The mapping names its peer without a reference on it (docs/abi.md 1.1). */
+	KUNIT_EXPECT_EQ(test, kref_read(&dev->dev.kobj.kref), refs);
 	KUNIT_EXPECT_EQ(test, m->version, NVIDIA_P2P_DMA_MAPPING_VERSION);
 	KUNIT_EXPECT_EQ(test, m->page_size_type, NVIDIA_P2P_PAGE_SIZE_64KB);
 	KUNIT_EXPECT_EQ(test, m->entries, 4);
