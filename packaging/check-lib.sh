@@ -57,7 +57,7 @@ ns_scratch() {
 vm_summary() {
 	local label=$1 manifest=$2 vmlog=$3 sum l p f
 	sum=$(cd "$ROOT" && cargo run --quiet -p ktap-summary -- --manifest "$manifest" --label "$label" "$vmlog" 2>&1)
-	grep -E '^(ok|not ok) ' <<<"$sum"
+	grep -E '^(ok|not ok|FAIL) ' <<<"$sum"
 	l=$(tail -n 1 <<<"$sum")
 	p=$(sed -nE "s/^$label: ([0-9]+) passed, ([0-9]+) failed.*/\1/p" <<<"$l")
 	f=$(sed -nE "s/^$label: ([0-9]+) passed, ([0-9]+) failed.*/\2/p" <<<"$l")
