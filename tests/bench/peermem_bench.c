@@ -2,11 +2,11 @@
 /*
  * peermem's benchmark, run in the dev VM by `make bench` (tests/qemu/plans/bench.sh).
  *
- * Loaded once per client (peermem in callback mode, then the baseline client costed as
- * nvidia-peermem, tests/bench/peermem_baseline.c, in callback mode too, then the
- * baseline in its floor mode, each in a fresh VM), it drives registrations through
- * the fake peer-memory core, as a fake process, and prints one CSV row per figure on
- * the console:
+ * Loaded for one client at a time (peermem, the baseline client costed as
+ * nvidia-peermem, tests/bench/peermem_baseline.c, or the baseline in its floor mode,
+ * in callback or persistent mode), it drives registrations through the fake
+ * peer-memory core, as a fake process, and prints one CSV row per figure on the
+ * console:
  *
  *   PEERMEM-BENCH,<strategy>,<group>,<metric>,<size>,<pin_cost_us>,<live>,<value>
  *
@@ -14,6 +14,12 @@
  * of the targets and the plots (docs/bench/README.md). The fake nvidia.ko charges
  * pin_cost_us per pin and per unpin under its driver lock, the same for both
  * strategies.
+ *
+ * `series=rest` runs every series but the timed pairs, in a boot of its own per client
+ * (the memory series from a fresh state); `series=latency` runs the timed pairs only,
+ * loaded in turn for each client of a mode in one boot, several times over, so that
+ * the clients' pairs are timed within a second of each other: the host's speed moves
+ * over seconds (docs/bench, "Boot to boot").
  */
 #include <linux/alloc_tag.h>
 #include <linux/completion.h>
@@ -40,6 +46,14 @@ MODULE_PARM_DESC(strategy,
 static uint scale_max = 2097152;
 module_param(scale_max, uint, 0444);
 MODULE_PARM_DESC(scale_max, "largest number of live registrations in the scaling run");
+static char *series = "all";
+module_param(series, charp, 0444);
+MODULE_PARM_DESC(series,
+		 "the series to run: all, latency (the timed pairs only) or rest (all but those)");
+static ulong tsc_khz;
+module_param(tsc_khz, ulong, 0444);
+MODULE_PARM_DESC(tsc_khz,
+		 "the TSC's rate as an earlier load in this boot printed it (0: calibrate, 2 s)");
 
 #define K64 ((u64)SZ_64K)
 
@@ -73,8 +87,15 @@ static u64 cycles(void)
 
 static void calibrate_tsc(void)
 {
-	u64 t0 = ktime_get_ns(), c0 = cycles();
+	u64 t0, c0;
 
+	if (tsc_khz) {
+		/* Measured by the first load of this boot (tests/qemu/plans/bench.sh). */
+		tsc_per_ms = tsc_khz;
+		return;
+	}
+	t0 = ktime_get_ns();
+	c0 = cycles();
 	msleep(2000);
 	tsc_per_ms = div64_u64((cycles() - c0) * NSEC_PER_MSEC, ktime_get_ns() - t0);
 	pr_info("peermem_bench: TSC at %llu kHz\n", tsc_per_ms);
@@ -661,6 +682,7 @@ static int bench_main(void *unused)
 	static const u32 scale_points[] = { 1000, 10000, 100000, 1000000, 2097152, 4194304 };
 	struct accounting acc = {};
 	struct fake_nv_config saved;
+	bool latency = strcmp(series, "rest"), rest = strcmp(series, "latency");
 	int c, s;
 
 	calibrate_tsc();
@@ -671,16 +693,20 @@ static int bench_main(void *unused)
 		goto out;
 	}
 	fake_nv_proc_enter(proc);
-	set_cost(0, true);
-	accounting_start(&acc);
-	bench_memory(&acc, SZ_64K, 20000);
-	bench_memory(&acc, SZ_64M, 1000);
-	accounting_stop(&acc);
-	for (c = 0; c < ARRAY_SIZE(costs); c++) {
+	if (rest) {
+		set_cost(0, true);
+		accounting_start(&acc);
+		bench_memory(&acc, SZ_64K, 20000);
+		bench_memory(&acc, SZ_64M, 1000);
+		accounting_stop(&acc);
+	}
+	for (c = 0; latency && c < ARRAY_SIZE(costs); c++) {
 		set_cost(costs[c], false);
 		for (s = 0; s < ARRAY_SIZE(sizes); s++)
 			bench_latency(sizes[s], costs[c], iters[s]);
 	}
+	if (!rest)
+		goto leave;
 	set_cost(0, false);
 	bench_reuse(300);
 	set_cost(0, true);
@@ -690,6 +716,7 @@ static int bench_main(void *unused)
 	accounting_start(&acc);
 	bench_huge(&acc, 64 * (u64)SZ_1G);
 	accounting_stop(&acc);
+leave:
 	fake_nv_proc_leave(proc);
 	fake_nv_proc_exit(proc);
 out:
@@ -703,6 +730,10 @@ static int __init peermem_bench_init(void)
 {
 	struct task_struct *t;
 
+	if (strcmp(series, "all") && strcmp(series, "latency") && strcmp(series, "rest")) {
+		pr_err("peermem_bench: series=%s: all, latency or rest\n", series);
+		return -EINVAL;
+	}
 	init_completion(&done);
 	allocinfo = filp_open("/proc/allocinfo", O_RDONLY, 0);
 	t = kthread_run(bench_main, NULL, "peermem_bench");
