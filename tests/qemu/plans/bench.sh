@@ -34,8 +34,12 @@ rotate() {
     shift
     echo "$* $first"
 }
-# The TSC's rate, calibrated by the first load (2 s) and given to the later ones.
-tsc=0
+# The TSC's rate, calibrated (2 s asleep) by a load of its own and given to the timed
+# ones, so that none of them starts just after that sleep.
+load peermem_bench strategy=calibrate series=calibrate
+unload peermem_bench
+tsc=$(dmesg | sed -n 's/.*peermem_bench: TSC at \([0-9]*\) kHz.*/\1/p' | tail -n 1)
+[ -n "$tsc" ] || { echo "PEERMEM-FAIL no TSC rate"; tsc=0; }
 turn=0
 order=$(echo "$strategy" | tr , ' ')
 while [ "$turn" -lt "$repeat" ]; do
@@ -46,8 +50,6 @@ while [ "$turn" -lt "$repeat" ]; do
         load peermem_bench strategy="$s" scale_max="$scale" series="$series" tsc_khz="$tsc"
         unload peermem_bench
         unload $client
-        [ "$tsc" != 0 ] || tsc=$(dmesg | sed -n 's/.*peermem_bench: TSC at \([0-9]*\) kHz.*/\1/p' | tail -n 1)
-        [ -n "$tsc" ] || tsc=0
     done
     # The next turn starts with the second of this one.
     # shellcheck disable=SC2086
