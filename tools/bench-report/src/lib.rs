@@ -137,6 +137,15 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         let _ = writeln!(out);
         let _ = writeln!(out, "Targets ({} mode):", mode.as_str());
         let _ = write!(out, "{}", report::format_targets(&mode_targets));
+        let paired = report::paired_lines(&results);
+        if !paired.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nTurn by turn (the pairs without pin cost, each client's against the \
+                 reference's of the same turn, timed within seconds of each other):"
+            );
+            let _ = write!(out, "{paired}");
+        }
         let floor = report::floor_lines(&results, mode);
         if !floor.is_empty() {
             let _ = writeln!(

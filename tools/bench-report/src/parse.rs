@@ -219,7 +219,7 @@ pub struct Results {
 
 /// The median of `v` (the mean of the two middle values for an even count); `v` is
 /// not empty.
-fn median(mut v: Vec<f64>) -> f64 {
+pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
     if n % 2 == 1 {

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::parse::{human_size, Key, Mode, Results, Strategy};
+use crate::parse::{human_size, median, Key, Mode, Results, Strategy};
 
 /// Sizes of the latency group.
 pub const LATENCY_SIZES: [u64; 3] = [65536, 2097152, 67108864];
@@ -506,6 +506,58 @@ pub fn floor_lines(results: &Results, mode: Mode) -> String {
     out
 }
 
+/// The pairs without pin cost compared turn by turn: each turn of a pairs boot times
+/// peermem, the reference and the floor within a second or two of each other
+/// (scripts/bench-rounds), so the ratio of two figures of one turn is taken at one speed
+/// of the host, which moves over seconds. Rows of a figure are split into turns in log
+/// order, a turn ending where a strategy comes again. One line per figure that has
+/// turns with both clients: the median over them of peermem ÷ reference and floor ÷
+/// reference. Shown beside the targets, which are judged on the medians of all runs.
+pub fn paired_lines(results: &Results) -> String {
+    let mut out = String::new();
+    for size in LATENCY_SIZES {
+        for (metric, cost, _) in OP_TARGETS {
+            let key = Key::new("latency", metric, size, cost, 0);
+            let mut turns: Vec<[Option<f64>; 3]> = Vec::new();
+            let mut turn = [None; 3];
+            for row in results.rows().iter().filter(|r| r.key == key) {
+                let slot = row.strategy as usize;
+                if turn[slot].is_some() {
+                    turns.push(std::mem::take(&mut turn));
+                }
+                turn[slot] = Some(row.value);
+            }
+            turns.push(turn);
+            let ratios = |of: Strategy| -> Vec<f64> {
+                turns
+                    .iter()
+                    .filter_map(|t| {
+                        let r = t[Strategy::Reference as usize].filter(|r| *r > 0.0)?;
+                        Some(t[of as usize]? / r)
+                    })
+                    .collect()
+            };
+            let peermem = ratios(Strategy::Peermem);
+            if peermem.is_empty() {
+                continue;
+            }
+            let n = peermem.len();
+            let _ = write!(
+                out,
+                "{cost} us pin cost, {}, {metric}: peermem {:.3} x reference",
+                human_size(size),
+                median(peermem)
+            );
+            let floor = ratios(Strategy::Floor);
+            if !floor.is_empty() {
+                let _ = write!(out, ", floor {:.3} x", median(floor));
+            }
+            let _ = writeln!(out, " (median over {n} turns)");
+        }
+    }
+    out
+}
+
 /// What a target allows: a multiple of the reference's figure, or a fixed figure.
 #[derive(Clone, Copy)]
 enum Bound {
@@ -915,6 +967,28 @@ PEERMEM-BENCH,floor,memory,bytes_per_reg_module,65536,0,4096,128
             floor_lines(&Results::new(parse_log(GOOD).rows), Mode::Callback),
             ""
         );
+    }
+
+    #[test]
+    fn paired_lines_compare_within_each_turn() {
+        // Two turns, the second rotated and at half the host's speed: the medians of
+        // all runs put peermem at 1.5 x (45 against 30), turn by turn it is 1.2 x.
+        let log = "\
+PEERMEM-BENCH,peermem,latency,op_mean_ns,65536,0,0,24
+PEERMEM-BENCH,reference,latency,op_mean_ns,65536,0,0,20
+PEERMEM-BENCH,floor,latency,op_mean_ns,65536,0,0,18
+PEERMEM-BENCH,reference,latency,op_mean_ns,65536,0,0,40
+PEERMEM-BENCH,floor,latency,op_mean_ns,65536,0,0,36
+PEERMEM-BENCH,peermem,latency,op_mean_ns,65536,0,0,48
+PEERMEM-BENCH,peermem,latency,op_p99_ns,65536,0,0,50
+";
+        assert_eq!(
+            paired_lines(&Results::new(parse_log(log).rows)),
+            "0 us pin cost, 64 KiB, op_mean_ns: peermem 1.200 x reference, floor 0.900 x \
+             (median over 2 turns)\n"
+        );
+        // No turn with both clients: no line.
+        assert_eq!(paired_lines(&Results::new(parse_log("").rows)), "");
     }
 
     #[test]
