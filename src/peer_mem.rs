@@ -130,7 +130,7 @@ pub(crate) struct DmaDevice<'a> {
     _device: PhantomData<&'a bindings::device>,
 }
 
-impl DmaDevice<'_> {
+impl<'a> DmaDevice<'a> {
     /// Borrows the device the core passed to `dma_map`.
     ///
     /// # Safety
@@ -144,10 +144,10 @@ impl DmaDevice<'_> {
         }
     }
 
-    /// A reference on the PCI function behind the device, or `None` when it is not a PCI
-    /// device (software RDMA devices).
-    pub(crate) fn pci_function(&self) -> Option<PciFunction> {
-        // SAFETY: `ptr` is null or a valid device for this borrow (type invariant).
+    /// The PCI function behind the device, borrowed as long as the device, or `None`
+    /// when it is not a PCI device (software RDMA devices).
+    pub(crate) fn pci_function(&self) -> Option<PciFunction<'a>> {
+        // SAFETY: `ptr` is null or a device valid for `'a` (type invariant).
         unsafe { PciFunction::from_device(self.ptr) }
     }
 }

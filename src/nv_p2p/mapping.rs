@@ -36,7 +36,7 @@ impl<T: PinRecord> GpuPin<T> {
     /// free callback holds.
     pub(crate) fn dma_map<R, E: From<PinError>>(
         &self,
-        peer: &PciFunction,
+        peer: &PciFunction<'_>,
         build: impl FnOnce(&[u64]) -> Result<R, E>,
     ) -> Result<(DmaMapping, R), E> {
         let s = &self.shared;
@@ -44,8 +44,8 @@ impl<T: PinRecord> GpuPin<T> {
         let call = DriverCall::map(s)?;
         let mut raw = core::ptr::null_mut();
         // SAFETY: `map` is nvidia_p2p_dma_map_pages (type invariant of `NvP2p`); the
-        // table is live while `call` is counted in flight; `peer` holds a reference on
-        // the PCI function; `raw` is a valid out-pointer.
+        // table is live while `call` is counted in flight; `peer` is a PCI function
+        // valid for its borrow, which outlasts the call; `raw` is a valid out-pointer.
         let ret = unsafe { map(peer.as_raw(), call.table(), &mut raw) };
         let made = if ret == 0 { NonNull::new(raw) } else { None };
         let built = match driver_result(ret) {
