@@ -104,8 +104,13 @@ check "it is the drop-in name" test "$(modinfo -F name "$ko" 2>/dev/null)" = nvi
 check "its vermagic is the kernel's" test "$(modinfo -F vermagic "$ko" 2>/dev/null | awk '{print $1}')" = "$kver"
 mlog=$(find /var/lib/dkms/peermem-dropin -name make.log | head -n 1)
 check "dkms built it with the kernel's compilers ($mlog)" grep -qF -- "$("$ROOT/scripts/kernel-toolchain" "$kdir")" "$mlog"
-check "boot entry /etc/modules-load.d/peermem.conf: nvidia-peermem" \
-	test "$(grep -v '^#' /etc/modules-load.d/peermem.conf)" = nvidia-peermem
+check "peermem.service loads nvidia_peermem" \
+	grep -qx 'ExecStart=/sbin/modprobe nvidia_peermem' /usr/lib/systemd/system/peermem.service
+check "peermem.service is enabled (multi-user.target and openibd.service want it)" test \
+	"$(readlink /etc/systemd/system/multi-user.target.wants/peermem.service)" = /usr/lib/systemd/system/peermem.service \
+	-a -L /etc/systemd/system/openibd.service.wants/peermem.service
+check "no modules-load.d entry (the unit loads it, after openibd)" test ! -e /etc/modules-load.d/peermem.conf
+check "peermem-metrics.timer is enabled" test -L /etc/systemd/system/timers.target.wants/peermem-metrics.timer
 check "modprobe.d and depmod.d files" test -f /etc/modprobe.d/peermem.conf -a -f /etc/depmod.d/peermem.conf
 check "the tool: /usr/sbin/peermem runs" /usr/sbin/peermem --version
 check "the manual pages" test -f /usr/share/man/man1/peermem.1.gz -a -f /usr/share/man/man1/peermem-doctor.1.gz
@@ -118,7 +123,9 @@ check "the refusal is the conflict" grep -q "conflicting packages" "$S/dpkg-conf
 mkdir -p "$S/installed/etc"
 (cd / && cp -a --parents "lib/modules/$kver/updates" "$S/installed/") 2>/dev/null ||
 	(cd / && cp -a --parents "$(dirname "${ko#/}")" "$S/installed/")
-cp -a /etc/modules-load.d /etc/modprobe.d /etc/depmod.d "$S/installed/etc/"
+cp -a /etc/systemd /etc/modprobe.d /etc/depmod.d "$S/installed/etc/"
+mkdir -p "$S/installed/usr/lib/systemd/system"
+cp /usr/lib/systemd/system/peermem.service "$S/installed/usr/lib/systemd/system/"
 
 dpkg --purge peermem-dropin-dkms peermem-tools >"$S/dpkg-purge.log" 2>&1
 check "dpkg --purge exits 0" test $? -eq 0
@@ -126,7 +133,7 @@ check "dkms knows the package no more" test -z "$(dkms status peermem-dropin 2>/
 left=$(find /lib/modules/"$kver" /usr/src /var/lib/dkms -name '*peermem*' 2>/dev/null)
 check "no module, source or dkms tree left ($left)" test -z "$left"
 check "no file of the packages left in /etc, /usr/sbin, /usr/share" bash -c \
-	"! ls /etc/modules-load.d/peermem.conf /etc/modprobe.d/peermem.conf /etc/depmod.d/peermem.conf /usr/sbin/peermem /usr/share/man/man1/peermem.1.gz /usr/share/doc/peermem-tools 2>/dev/null | grep -q ."
+	"! ls /etc/systemd/system/*/peermem.service /etc/systemd/system/peermem.service /usr/lib/systemd/system/peermem*.* /etc/systemd/system/*/peermem-metrics.timer /etc/modprobe.d/peermem.conf /etc/depmod.d/peermem.conf /usr/sbin/peermem /usr/share/man/man1/peermem.1.gz /usr/share/doc/peermem-tools 2>/dev/null | grep -q ."
 
 # NVIDIA's nvidia-peermem.ko in the kernel's tree, with the driver's version (higher
 # than the drop-in's): dkms leaves it in place and exits 0, so the package installs;

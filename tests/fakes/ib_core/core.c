@@ -1135,3 +1135,21 @@ module_init(fake_core_init);
 module_exit(fake_core_exit);
 MODULE_LICENSE("Dual MIT/GPL");
 MODULE_DESCRIPTION("Fake MOFED peer-memory core for the peermem test bed");
+
+/*
+ * Packaged as a node has MOFED's ib_core (tests/node/double-debs: a dkms package
+ * installing into updates/dkms, with its Module.symvers under /usr/src/ofa_kernel):
+ * the package's version, as MOFED's modules carry theirs, and for a later release
+ * (FAKE_CORE_RELEASE=2) one export more, as a MOFED upgrade changes ib_core's exports
+ * without a kernel change.
+ */
+#ifdef FAKE_CORE_VERSION
+MODULE_VERSION(FAKE_CORE_VERSION);
+#endif
+#if FAKE_CORE_RELEASE >= 2
+int ib_peer_memory_core_release(void)
+{
+	return FAKE_CORE_RELEASE;
+}
+EXPORT_SYMBOL(ib_peer_memory_core_release);
+#endif

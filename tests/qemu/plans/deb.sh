@@ -1,17 +1,18 @@
 # The packages' run (packaging/test-deb.sh, docs/testing.md "The packages"): the
 # /lib/modules tree and /etc files that dpkg and dkms installed from
 # peermem-dropin-dkms, booted in the dev VM with Debian's kmod and the fake
-# providers (scripts/kmod-rootfs). The boot entry is read as systemd-modules-load
-# reads /etc/modules-load.d. Check counts: deb.manifest.
+# providers (scripts/kmod-rootfs). The boot entry is the enabled peermem.service,
+# started as systemd starts it (its ExecStart; the real systemd runs it in the host
+# part, packaging/test-host.sh). Check counts: deb.manifest.
 v=$(cat /peermem/VERSION)
 kver=$(uname -r)
 S=peermem_deb
 loaded() { [ -d "/sys/module/$1" ] || { echo "$1 is not loaded"; return 1; }; }
-# systemd-modules-load: every non-comment line of /etc/modules-load.d/*.conf, modprobed.
+# The enabled unit's ExecStart, as systemd runs it at boot.
 modules_load() {
-    local rc=0 m
-    for m in $(grep -hv '^[#;]' /etc/modules-load.d/*.conf); do /sbin/modprobe "$m" || rc=1; done
-    return $rc
+    local unit=/etc/systemd/system/multi-user.target.wants/peermem.service
+    [ -e "$unit" ] || { echo "peermem.service is not enabled"; return 1; }
+    sh -c "$(sed -n 's/^ExecStart=//p' "$unit")"
 }
 
 check $S depmod_runs /sbin/depmod -a

@@ -63,6 +63,11 @@ pub enum Cmd {
         /// not mounted, not root), peermem_up 0, the reason on stderr, and exit 0
         #[arg(long, conflicts_with = "json")]
         prometheus: bool,
+        /// With --prometheus: write DIR/peermem.prom instead of standard output,
+        /// atomically (a temporary file in DIR renamed over it), as node_exporter's
+        /// textfile collector wants; peermem-metrics.service runs this
+        #[arg(long, value_name = "DIR", requires = "prometheus")]
+        textfile_dir: Option<PathBuf>,
     },
     /// Checks this host for peermem and GPUDirect RDMA
     ///

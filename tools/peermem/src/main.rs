@@ -3,7 +3,7 @@
 //! `peermem`: inspect the peermem GPUDirect RDMA module and check a host for it.
 //!
 //! ```text
-//! peermem status [--json | --prometheus] [--root DIR]
+//! peermem status [--json | --prometheus [--textfile-dir DIR]] [--root DIR]
 //! peermem doctor [--json] [--root DIR] [--nvidia-smi-output FILE | --no-nvidia-smi]
 //! peermem --version
 //! ```
@@ -65,15 +65,36 @@ fn gpu_facts(
     }
 }
 
-fn status(common: &Common, prometheus: bool) -> ExitCode {
+/// Prometheus text: to standard output, or written atomically into `textfile_dir` as
+/// `peermem.prom` (a temporary file there, renamed over it).
+fn emit_prometheus(text: &str, textfile_dir: Option<&Path>) -> ExitCode {
+    let Some(dir) = textfile_dir else {
+        print!("{text}");
+        return ExitCode::SUCCESS;
+    };
+    let tmp = dir.join(format!(".peermem.prom.{}", std::process::id()));
+    let done = std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&tmp, text))
+        .and_then(|()| std::fs::rename(&tmp, dir.join("peermem.prom")));
+    match done {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            eprintln!("peermem: cannot write {}/peermem.prom: {e}", dir.display());
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn status(common: &Common, prometheus: bool, textfile_dir: Option<&Path>) -> ExitCode {
     let root = Root::new(&common.root);
     match status::read(&root) {
         Ok(s) => {
             if prometheus {
                 let core = status::read_core(&root);
-                print!(
-                    "{}",
-                    status::render_prometheus(&s, status::loaded_module(&root), &core)
+                return emit_prometheus(
+                    &status::render_prometheus(&s, status::loaded_module(&root), &core),
+                    textfile_dir,
                 );
             } else if common.json {
                 println!("{}", status::render_json(&s));
@@ -87,11 +108,10 @@ fn status(common: &Common, prometheus: bool) -> ExitCode {
         Err(e) if prometheus && status::prometheus_down(&e) => {
             eprintln!("peermem: {e}");
             let core = status::read_core(&root);
-            print!(
-                "{}",
-                status::render_prometheus_down(status::loaded_module(&root), &core)
-            );
-            ExitCode::SUCCESS
+            emit_prometheus(
+                &status::render_prometheus_down(status::loaded_module(&root), &core),
+                textfile_dir,
+            )
         }
         Err(e) => {
             eprintln!("peermem: {e}");
@@ -139,7 +159,11 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Cmd::Status { common, prometheus } => status(&common, prometheus),
+        Cmd::Status {
+            common,
+            prometheus,
+            textfile_dir,
+        } => status(&common, prometheus, textfile_dir.as_deref()),
         Cmd::Doctor {
             common,
             nvidia_smi_output,

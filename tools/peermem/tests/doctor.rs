@@ -69,7 +69,7 @@ fn dev_vm_with_fakes_has_no_hca_and_warns_about_detection() {
     // No kernel configuration in the recorded tree: nothing to compare compilers with.
     assert_eq!(verdict(&r, "toolchain"), Verdict::NotApplicable);
     assert_eq!(verdict(&r, "kernel-release"), Verdict::Ok);
-    assert_eq!(r.checks.len(), 20);
+    assert_eq!(r.checks.len(), 21);
 }
 
 #[test]

@@ -403,8 +403,165 @@ fn no_boot_entry_warns() {
             .ends_with("names peermem or nvidia-peermem: the module is gone after a reboot"),
         "{c:?}"
     );
-    assert!(fix(c).starts_with("echo nvidia-peermem > /etc/modules-load.d/peermem.conf"));
+    assert!(
+        c.detail
+            .starts_with("peermem.service is not enabled and no "),
+        "{c:?}"
+    );
+    assert!(
+        fix(c).starts_with("systemctl enable peermem.service"),
+        "{c:?}"
+    );
+    assert!(fix(c).contains("echo nvidia-peermem > /etc/modules-load.d/peermem.conf"));
     assert!(r.ready());
+}
+
+/// The Debian packages ship peermem.service and enable it (scripts/deb): the unit as
+/// packaging/systemd/peermem.service.in makes it for the drop-in, with the wants link
+/// of multi-user.target. The unit present but not enabled is no boot entry.
+#[test]
+fn the_packages_unit_is_the_boot_entry() {
+    let dir = Scratch::copy_of("healthy-h100", "boot-unit");
+    std::fs::remove_dir_all(dir.join("etc/modules-load.d")).unwrap();
+    let unit = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../packaging/systemd/peermem.service.in"
+    ))
+    .unwrap()
+    .replace("@MODULE@", "nvidia-peermem")
+    .replace("@MODNAME@", "nvidia_peermem");
+    write(&dir, "/usr/lib/systemd/system/peermem.service", &unit);
+    write(&dir, "/usr/lib/systemd/system/openibd.service", "[Unit]\n");
+    let r = run_at(&dir);
+    let c = expect(&r, "boot-load", Verdict::Warn);
+    assert!(
+        c.detail.starts_with("peermem.service is not enabled"),
+        "{c:?}"
+    );
+    std::fs::create_dir_all(dir.join("etc/systemd/system/multi-user.target.wants")).unwrap();
+    std::os::unix::fs::symlink(
+        "/usr/lib/systemd/system/peermem.service",
+        dir.join("etc/systemd/system/multi-user.target.wants/peermem.service"),
+    )
+    .unwrap();
+    expect_detail(
+        &run_at(&dir),
+        "boot-load",
+        Verdict::Ok,
+        "peermem.service (/usr/lib/systemd/system/peermem.service, enabled) loads \
+         nvidia_peermem after openibd and the GPU driver, and stops it before them",
+    );
+}
+
+/// A module loaded at boot by modules-load.d (make install's entry, or NVIDIA's
+/// nvidia-peermem set up by hand) on a host with MOFED's openibd: `openibd restart`
+/// fails while it holds ib_core, and the fix names the unit. Without openibd the
+/// entry is fine.
+#[test]
+fn modules_load_beside_openibd_warns() {
+    let dir = Scratch::copy_of("healthy-h100", "boot-openibd");
+    write(&dir, "/lib/systemd/system/openibd.service", "[Unit]\n");
+    let r = run_at(&dir);
+    let c = expect(&r, "boot-load", Verdict::Warn);
+    assert!(
+        c.detail.starts_with(
+            "/etc/modules-load.d/peermem.conf loads nvidia-peermem, outside peermem.service"
+        ),
+        "{c:?}"
+    );
+    assert!(
+        c.detail.contains("`systemctl restart openibd` fails"),
+        "{c:?}"
+    );
+    assert!(fix(c).contains("peermem.service"), "{c:?}");
+}
+
+// ---- other-kernels ----------------------------------------------------------------
+
+/// A second kernel installed on the Debian 13 host (7.2.12, image and headers) before
+/// a reboot: dkms could not build peermem for it without its Rust build files, so the
+/// check fails naming the kernel and the commands (its source, then dkms); with the
+/// Rust build files, dkms; with the module installed, OK. A kernel image without a
+/// build tree warns; the running kernel and kernels without Rust are not looked at.
+#[test]
+fn an_installed_kernel_without_the_module_fails() {
+    let dir = Scratch::copy_of("debian-13-lib-rust", "other-kernels");
+    expect_detail(
+        &run_at(&dir),
+        "other-kernels",
+        Verdict::Ok,
+        "no other kernel with Rust support is installed",
+    );
+    let k = "7.2.12+deb13-amd64";
+    write(&dir, &format!("/boot/vmlinuz-{k}"), "image");
+    write(
+        &dir,
+        &format!("/usr/src/linux-headers-{k}/.config"),
+        "CONFIG_X86_64=y\nCONFIG_RUST=y\n",
+    );
+    std::os::unix::fs::symlink(
+        format!("../../../usr/src/linux-headers-{k}"),
+        dir.join(format!("lib/modules/{k}/build")),
+    )
+    .or_else(|_| {
+        std::fs::create_dir_all(dir.join(format!("lib/modules/{k}")))?;
+        std::os::unix::fs::symlink(
+            format!("../../../usr/src/linux-headers-{k}"),
+            dir.join(format!("lib/modules/{k}/build")),
+        )
+    })
+    .unwrap();
+    let r = run_at(&dir);
+    let c = expect(&r, "other-kernels", Verdict::Fail);
+    assert_eq!(
+        c.detail,
+        format!("no peermem module for installed kernel {k}: after a reboot into it GPUDirect RDMA is gone")
+    );
+    assert_eq!(
+        fix(c),
+        format!(
+            "for {k}: its Rust build files are missing: apt install linux-source-7.2 (the \
+             version of linux-headers-{k}) && dkms autoinstall -k {k}"
+        )
+    );
+    write(
+        &dir,
+        &format!("/usr/src/linux-headers-{k}/rust/libkernel.rmeta"),
+        "",
+    );
+    let r = run_at(&dir);
+    assert!(
+        fix(expect(&r, "other-kernels", Verdict::Fail))
+            .starts_with(&format!("for {k}: dkms autoinstall -k {k}")),
+        "{:?}",
+        check(&r, "other-kernels")
+    );
+    write(
+        &dir,
+        &format!("/lib/modules/{k}/updates/dkms/nvidia-peermem.ko"),
+        "",
+    );
+    expect_detail(
+        &run_at(&dir),
+        "other-kernels",
+        Verdict::Ok,
+        &format!("peermem is installed for {k}"),
+    );
+    // An image whose headers are not installed; and a kernel without Rust, ignored.
+    write(&dir, "/boot/vmlinuz-7.2.9+deb13-amd64", "image");
+    std::fs::create_dir_all(dir.join("lib/modules/7.2.9+deb13-amd64")).unwrap();
+    write(&dir, "/lib/modules/6.12.48+deb13-amd64/vmlinuz", "image");
+    write(
+        &dir,
+        "/lib/modules/6.12.48+deb13-amd64/build/.config",
+        "CONFIG_X86_64=y\n",
+    );
+    let r = run_at(&dir);
+    let c = expect(&r, "other-kernels", Verdict::Warn);
+    assert_eq!(
+        c.detail,
+        "installed kernel 7.2.9+deb13-amd64 has no build tree: dkms cannot build peermem for it"
+    );
 }
 
 // ---- pcie-path --------------------------------------------------------------------
@@ -610,6 +767,7 @@ fn checks_run_in_the_order_a_user_fixes_them() {
             "pin-mode",
             "module-signature",
             "boot-load",
+            "other-kernels",
             "toolchain",
             "iommu",
             "pcie-path",

@@ -433,3 +433,50 @@ fn unreadable_counters_are_peermem_up_0_too() {
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty());
 }
+
+/// `--textfile-dir DIR` writes what standard output would carry into DIR/peermem.prom
+/// (made where missing), replacing an older file whole and leaving no temporary file;
+/// also with the module gone (`peermem_up 0`). A directory that cannot be written is
+/// exit 1 with the path named. peermem-metrics.service runs this.
+#[test]
+fn textfile_dir_gets_the_metrics_atomically() {
+    let scratch = Scratch::new("textfile");
+    let dir = scratch.join("node-exporter");
+    for case in ["status-empty", "status-not-loaded"] {
+        let want = peermem(&["status", "--prometheus", "--root", arg(&fixture(case))]);
+        write(&scratch, "/node-exporter/peermem.prom", "stale\n");
+        let out = peermem(&[
+            "status",
+            "--prometheus",
+            "--root",
+            arg(&fixture(case)),
+            "--textfile-dir",
+            arg(&dir),
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{case}: {out:?}");
+        assert!(out.stdout.is_empty(), "{case}: {out:?}");
+        let got = std::fs::read(dir.join("peermem.prom")).unwrap();
+        assert_eq!(got, want.stdout, "{case}");
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, ["peermem.prom"], "{case}");
+    }
+    // A file where the directory should be: nothing can be written there.
+    write(&scratch, "/blocked", "a file\n");
+    let out = peermem(&[
+        "status",
+        "--prometheus",
+        "--root",
+        arg(&fixture("status-empty")),
+        "--textfile-dir",
+        arg(&scratch.join("blocked")),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("blocked/peermem.prom"), "{stderr}");
+    // Without --prometheus it is bad usage.
+    let out = peermem(&["status", "--textfile-dir", arg(&dir)]);
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+}

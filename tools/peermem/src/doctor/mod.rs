@@ -343,6 +343,7 @@ pub fn run_with(root: &Root, gpus: Option<nvsmi::Report>) -> Report {
     checks.push(pin_mode(&host));
     checks.push(module_signature(&host));
     checks.push(boot_load(&host));
+    checks.push(other_kernels(&host));
     checks.push(toolchain::toolchain(&host));
     checks.push(iommu(&host));
     checks.push(pcie::pcie_path(&host));
@@ -358,8 +359,39 @@ pub const MODULES_LOAD_DIRS: [&str; 4] = [
     "/lib/modules-load.d",
 ];
 
-/// Is a peermem module loaded at boot? `make install` and the Debian packages write
-/// `/etc/modules-load.d/peermem.conf` naming `peermem` or `nvidia-peermem`.
+/// Where systemd reads unit files, in its order (the admin's first).
+pub const UNIT_DIRS: [&str; 3] = [
+    "/etc/systemd/system",
+    "/usr/lib/systemd/system",
+    "/lib/systemd/system",
+];
+
+/// The module an enabled `peermem.service` loads (its `ExecStart=` modprobe), with
+/// where the unit lives; `None` when the unit is absent or not enabled for
+/// multi-user.target.
+fn boot_unit(h: &Host<'_>) -> Option<(String, String)> {
+    let wants = h.root.list("/etc/systemd/system/multi-user.target.wants");
+    if !wants.iter().any(|w| w == "peermem.service") {
+        return None;
+    }
+    UNIT_DIRS.iter().find_map(|dir| {
+        let file = format!("{dir}/peermem.service");
+        let text = h.root.read(&file)?;
+        let module = text.lines().find_map(|l| {
+            let cmd = l.trim().strip_prefix("ExecStart=")?;
+            let mut words = cmd.split_whitespace();
+            words.next().filter(|w| w.ends_with("/modprobe"))?;
+            words.find(|w| !w.starts_with('-')).map(str::to_owned)
+        })?;
+        Some((module, file))
+    })
+}
+
+/// Is a peermem module loaded at boot, and so that MOFED's `openibd restart` works?
+/// The Debian packages enable `peermem.service` (loaded after openibd, unloaded before
+/// it stops); `make install` writes `/etc/modules-load.d/peermem.conf`. A module loaded
+/// outside the unit on a host with MOFED's openibd makes `systemctl restart openibd`
+/// fail: openibd cannot unload ib_core while the client holds it.
 fn boot_load(h: &Host<'_>) -> Check {
     const ID: &str = "boot-load";
     let mut found = Vec::new();
@@ -380,21 +412,147 @@ fn boot_load(h: &Host<'_>) -> Check {
             }
         }
     }
+    let openibd = UNIT_DIRS
+        .iter()
+        .find(|d| h.root.exists(&format!("{d}/openibd.service")));
+    if let Some((module, file)) = boot_unit(h) {
+        found.insert(
+            0,
+            format!(
+                "peermem.service ({file}, enabled) loads {module} after openibd and the GPU \
+                 driver, and stops it before them"
+            ),
+        );
+        return Check::new(ID, Verdict::Ok, found.join("; "));
+    }
     if found.is_empty() {
         return Check::new(
             ID,
             Verdict::Warn,
             format!(
-                "no {} file names peermem or nvidia-peermem: the module is gone after a reboot",
+                "peermem.service is not enabled and no {} file names peermem or \
+                 nvidia-peermem: the module is gone after a reboot",
                 MODULES_LOAD_DIRS.map(|d| format!("{d}/*.conf")).join(", ")
             ),
         )
         .fix(
-            "echo nvidia-peermem > /etc/modules-load.d/peermem.conf (or peermem for the \
-             native build); make install and the Debian packages write this file",
+            "systemctl enable peermem.service (the Debian packages ship and enable it); \
+             without the packages: echo nvidia-peermem > /etc/modules-load.d/peermem.conf \
+             (or peermem for the native build), as make install writes",
+        );
+    }
+    if let Some(dir) = openibd {
+        return Check::new(
+            ID,
+            Verdict::Warn,
+            format!(
+                "{}, outside peermem.service, and MOFED's openibd is installed \
+                 ({dir}/openibd.service): `systemctl restart openibd` fails while the \
+                 module holds ib_core",
+                found.join("; ")
+            ),
+        )
+        .fix(
+            "install peermem's Debian package (its peermem.service stops the module before \
+             openibd stops and loads it after); or rmmod the module before every openibd \
+             restart and modprobe it after",
         );
     }
     Check::new(ID, Verdict::Ok, found.join("; "))
+}
+
+/// The other installed kernels a reboot may start: each with a kernel image, Rust
+/// support and a build tree must have peermem's module, or GPUDirect RDMA is gone after
+/// the reboot into it. dkms builds it when the kernel's headers are installed; on
+/// Debian its Rust build files need the kernel's source (packaging/dkms-pre-build),
+/// and without it the build fails: FAIL, naming the kernel and the commands. A kernel
+/// with an image but no build tree cannot get the module: WARN.
+fn other_kernels(h: &Host<'_>) -> Check {
+    const ID: &str = "other-kernels";
+    let running = h.release.as_deref().unwrap_or("");
+    let ubuntu = h
+        .root
+        .read("/etc/os-release")
+        .is_some_and(|t| t.lines().any(|l| l.trim() == "ID=ubuntu"));
+    let (mut fails, mut warns, mut good) = (Vec::new(), Vec::new(), Vec::new());
+    for k in h.root.list("/lib/modules") {
+        let image = h.root.exists(&format!("/boot/vmlinuz-{k}"))
+            || h.root.exists(&format!("/lib/modules/{k}/vmlinuz"));
+        if k == running || !image {
+            continue;
+        }
+        let build = format!("/lib/modules/{k}/build");
+        let Some(config) = h.root.read(&format!("{build}/.config")) else {
+            warns.push(k);
+            continue;
+        };
+        if !config.lines().any(|l| l == "CONFIG_RUST=y") {
+            continue;
+        }
+        if module_for(h.root, &k).is_some() {
+            good.push(k);
+            continue;
+        }
+        let rust = h
+            .root
+            .exists(&format!("{build}/{}", rust_crate_file("kernel")));
+        let fix = match (rust, ubuntu) {
+            (true, _) => format!(
+                "dkms autoinstall -k {k} (if it fails: /var/lib/dkms/peermem*/*/build/make.log)"
+            ),
+            (false, true) => {
+                format!("apt install linux-lib-rust-{k} && dkms autoinstall -k {k}")
+            }
+            (false, false) => {
+                let series: Vec<&str> = k.split(['.', '-', '+']).take(2).collect();
+                format!(
+                    "its Rust build files are missing: apt install linux-source-{} (the \
+                     version of linux-headers-{k}) && dkms autoinstall -k {k}",
+                    series.join(".")
+                )
+            }
+        };
+        fails.push((k, fix));
+    }
+    if let Some((k, fix)) = fails.first() {
+        let all: Vec<&str> = fails.iter().map(|(k, _)| k.as_str()).collect();
+        return Check::new(
+            ID,
+            Verdict::Fail,
+            format!(
+                "no peermem module for installed kernel {}: after a reboot into it \
+                 GPUDirect RDMA is gone",
+                all.join(", ")
+            ),
+        )
+        .fix(format!("for {k}: {fix}"));
+    }
+    if !warns.is_empty() {
+        return Check::new(
+            ID,
+            Verdict::Warn,
+            format!(
+                "installed kernel {} has no build tree: dkms cannot build peermem for it",
+                warns.join(", ")
+            ),
+        )
+        .fix(format!(
+            "install its headers (Debian, Ubuntu: linux-headers-{}); dkms then builds it",
+            warns[0]
+        ));
+    }
+    if good.is_empty() {
+        return Check::new(
+            ID,
+            Verdict::Ok,
+            "no other kernel with Rust support is installed",
+        );
+    }
+    Check::new(
+        ID,
+        Verdict::Ok,
+        format!("peermem is installed for {}", good.join(", ")),
+    )
 }
 
 fn params(h: &Host<'_>, module: &str) -> String {
@@ -414,12 +572,16 @@ fn params(h: &Host<'_>, module: &str) -> String {
 
 /// Where an installed module file may be, for the running kernel.
 fn installed_module(h: &Host<'_>) -> Option<String> {
-    let rel = h.release.as_deref()?;
+    module_for(h.root, h.release.as_deref()?)
+}
+
+/// Where peermem's module (either name) is installed for kernel `rel`, if it is.
+fn module_for(root: &Root, rel: &str) -> Option<String> {
     for dir in ["updates/dkms", "updates", "extra"] {
         for name in ["peermem", "nvidia-peermem"] {
             for ext in ["ko", "ko.xz", "ko.zst", "ko.gz"] {
                 let path = format!("/lib/modules/{rel}/{dir}/{name}.{ext}");
-                if h.root.exists(&path) {
+                if root.exists(&path) {
                     return Some(path);
                 }
             }

@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0 OR MIT
+#
+# packaging/test-host.sh: part host of make test. A whole GPU node: the Debian 13 disk
+# of scripts/node-image (Debian's 7.3 backports kernel installed from its packages,
+# systemd as init), with the test doubles installed from packages of their own
+# (tests/node/double-debs: the nvidia.ko double as NVIDIA's dkms package, the ib_core
+# double as MOFED's, with the openibd stand-in) and peermem's own packages of
+# `make deb`, booted in QEMU with Debian's vmlinuz and initramfs, as often as the
+# scenarios need. Package operations (dpkg, apt, dkms, the kernel's hooks) run in the
+# node's root at native speed between boots (the disk mounted here); what happens at
+# boot and among the services is checked inside the booted node (tests/node/checks).
+# Each check is named with its scenario:
+#   packages        the doubles and peermem installed with dpkg, built by dkms
+#   boot            in order at boot, registered, doctor, metrics (boot 1)
+#   openibd restart with peermem loaded (boot 1), and without its unit, failing
+#   driver upgrade  nvidia unloaded after peermem's unit stops, k8s-driver-manager's
+#                   order, a live registration refusing the stop (boot 1)
+#   shutdown        each boot's shutdown read back from the journal: peermem stopped,
+#                   no kernel report
+#   MOFED upgrade   the ib_core double's package upgraded (25.07 -> 25.10, one export
+#                   more): peermem not rebuilt, and loaded with it (boot 2)
+#   kernel change   a second kernel (7.2) installed: without its source dkms fails
+#                   naming the fix and doctor fails naming it (boot 2); with it, dkms
+#                   makes its Rust build files and builds peermem, which loads at the
+#                   boot into 7.2 (boot 3)
+# Needs root, loop devices, QEMU, Debian's archive (first run). Last line:
+# "N passed, N failed".
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+VERSION=$(tr -d '[:space:]' < "$ROOT/VERSION")
+. "$ROOT/packaging/check-lib.sh"
+finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
+has() { if grep -qF -- "$3" <<<"$2"; then ok "$1"; else bad "$1"; echo "     wanted '$3' in:"; tail -n 8 <<<"$2" | sed 's/^/     | /'; fi; }
+
+[ "$(id -u)" = 0 ] || { bad "prerequisites: not root"; finish; }
+for c in qemu-system-x86_64 unshare chroot dpkg-deb; do
+	command -v $c >/dev/null || { bad "prerequisites: no $c (scripts/setup)"; finish; }
+done
+out=$ROOT/build/host
+rm -rf "$out"; mkdir -p "$out"
+S=$(mktemp -d "${TMPDIR:-/var/tmp}/peermem-host.XXXXXX")
+trap 'rm -rf "$S"' EXIT
+
+t0=$SECONDS
+if ! img=$("$ROOT/scripts/node-image" 2>"$out/node-image.log"); then
+	bad "the node's disk (scripts/node-image)"; tail -n 20 "$out/node-image.log"; finish
+fi
+read -r abi ver abi2 ver2 < <("$ROOT/scripts/node-image" --versions)
+echo "host: the node's disk $img (kernels $abi $ver, $abi2 $ver2), $((SECONDS - t0)) s"
+mkdir -p "$S/debs"
+if ! { "$ROOT/scripts/deb" "$S/debs" && "$ROOT/tests/node/double-debs" "$S/debs"; } >"$out/debs.log" 2>&1; then
+	bad "the packages (make deb, tests/node/double-debs)"; tail -n 20 "$out/debs.log"; finish
+fi
+cp --sparse=always "$img" "$S/disk.img"
+
+# in_node SCRIPT [HOST]: SCRIPT (bash) in the node's root, the disk mounted here in a
+# mount namespace of its own, the packages under /var/cache/peermem-test; its output.
+# HOST (bash) runs after it outside the root, with the root at $m and the scratch
+# directory at $S.
+in_node() {
+	unshare -m --propagation private bash -s "$S" "$1" "${2:-}" <<'NS'
+set -u
+S=$1 m=$1/mnt
+mkdir -p "$m"
+mount -o loop "$S/disk.img" "$m" || exit 90
+mount -t proc proc "$m/proc" && mount --rbind /dev "$m/dev" && mount -t sysfs sys "$m/sys" &&
+	mount -t tmpfs tmpfs "$m/tmp" && mkdir -p "$m/var/cache/peermem-test" &&
+	mount --bind "$S/debs" "$m/var/cache/peermem-test" || exit 90
+cp /etc/resolv.conf "$m/etc/resolv.conf"
+chroot "$m" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+	DEBIAN_FRONTEND=noninteractive bash -c "$2"
+rc=$?
+[ -z "$3" ] || eval "$3"
+rm -f "$m/etc/resolv.conf"
+sync
+umount -R -l "$m"
+exit $rc
+NS
+	local rc=$? i
+	# The disk is free (its loop device released) before anything else opens it.
+	for i in $(seq 60); do [ -z "$(losetup -j "$S/disk.img")" ] && return $rc; sleep 0.5; done
+	echo "host: the node's disk is still attached: $(losetup -j "$S/disk.img")" >&2
+	return 91
+}
+
+# boot NAME KERNEL: boots the node with KERNEL's vmlinuz and initramfs (from the
+# node's /boot); its checks (tests/node/checks) run NAME and power it off. Adds the
+# checks' lines to the counts, then reads the boot's shutdown from the journal.
+boot() {
+	local name=$1 k=$2 t=$SECONDS rc res
+	rm -f "$S/vmlinuz" "$S/initrd"
+	in_node "echo $name > /var/lib/peermem-node-test/next; echo $k > /var/lib/peermem-node-test/kernel" \
+		"cp -L \$m/boot/vmlinuz-$k \$S/vmlinuz; cp -L \$m/boot/initrd.img-$k \$S/initrd"
+	timeout -k 5 "${PEERMEM_HOST_BOOT_TIMEOUT:-900}" qemu-system-x86_64 -accel tcg,thread=single \
+		-m 2G -smp 2 -nographic -no-reboot -net none \
+		-kernel "$S/vmlinuz" -initrd "$S/initrd" \
+		-drive "file=$S/disk.img,if=virtio,format=raw" \
+		-object memory-backend-ram,id=gpubar,size=256M -device ivshmem-plain,memdev=gpubar \
+		-device pci-testdev -device pci-testdev \
+		-append "root=LABEL=gpu-node ro console=ttyS0 panic=-1 systemd.show_status=1" \
+		</dev/null >"$out/boot-$name.console" 2>&1
+	rc=$?
+	echo "host: boot $name ($k): QEMU exited $rc after $((SECONDS - t)) s"
+	res=$(in_node "cat /var/lib/peermem-node-test/$name.out 2>/dev/null")
+	echo "$res" > "$out/boot-$name.out"
+	grep -E '^(ok|FAIL) |^     ' <<<"$res"
+	passed=$((passed + $(grep -c '^ok ' <<<"$res"))); failed=$((failed + $(grep -c '^FAIL ' <<<"$res")))
+	if ! grep -qx "done $name" <<<"$res"; then
+		bad "boot $name: its checks ran to the end (console: build/host/boot-$name.console)"
+		tail -n 30 "$out/boot-$name.console" | sed 's/^/     | /'
+	fi
+	# The shutdown, from the node's journal: peermem's unit stopped cleanly before the
+	# end, no kernel report, the power-off reached.
+	in_node "b=\$(journalctl -D /var/log/journal --list-boots -q | tail -n 1 | awk '{print \$2}');
+		journalctl -D /var/log/journal -b \"\$b\" -o short-monotonic --no-pager" > "$out/boot-$name.journal" 2>&1
+	# What follows the checks' marker is the shutdown.
+	sed -n "/peermem-node-test: $name: powering off/,\$p" "$out/boot-$name.journal" > "$out/boot-$name.shutdown"
+	check "shutdown ($name): the journal has the shutdown (after the checks' marker)" grep -q 'Stopping peermem.service' "$out/boot-$name.shutdown"
+	check "shutdown ($name): peermem.service stopped, the module unloaded" bash -c \
+		"grep -q 'nvidia_peermem: peermem unloaded' '$out/boot-$name.shutdown' && grep -q 'Stopped peermem.service' '$out/boot-$name.shutdown' &&
+		! grep -qE 'peermem.service: (Control process exited|Failed)' '$out/boot-$name.shutdown'"
+	check "shutdown ($name): no kernel report (Oops, BUG, WARNING, hung task)" bash -c \
+		"! grep -E 'kernel: .*(Call Trace|Oops|BUG:|WARNING:|blocked for more than)' '$out/boot-$name.journal' | grep -q ."
+	check "shutdown ($name): the node powered off (QEMU exited 0)" test "$rc" = 0
+}
+
+# ---------------------------------------------------------------- packages
+res=$(in_node "set -e
+	cd /var/cache/peermem-test
+	dpkg -i peermem-test-nvidia-dkms_580.95.05_amd64.deb peermem-test-mofed-dkms_25.07_amd64.deb
+	dpkg -i peermem-dropin-dkms_${VERSION}_amd64.deb peermem-tools_${VERSION}_amd64.deb
+	echo '== dkms status'; dkms status
+	echo '== enabled'; systemctl is-enabled peermem.service openibd.service peermem-metrics.timer
+	md5sum /lib/modules/$abi/updates/dkms/nvidia-peermem.ko* | sed 's/^/== module /'
+	mkdir -p /var/lib/peermem-node-test /usr/local/lib/peermem-node-test" 2>&1)
+echo "$res" > "$out/packages.log"
+for m in "nvidia/580.95.05" "mlnx-ofed-kernel/25.07" "peermem-dropin/$VERSION"; do
+	has "packages: dkms built and installed $m for $abi" "$res" "$m, $abi, x86_64: installed"
+done
+has "packages: peermem.service, openibd.service and peermem-metrics.timer enabled" "$res" "$(printf 'enabled\nenabled\nenabled')"
+sum1=$(sed -n 's/^== module \([0-9a-f]*\) .*/\1/p' <<<"$res")
+cp "$ROOT/tests/node/checks" "$S/debs/checks"
+cat > "$S/debs/peermem-node-test.service" <<'UNIT'
+[Unit]
+Description=peermem host part: the checks of this boot
+After=multi-user.target peermem.service openibd.service peermem-metrics.timer
+[Service]
+Type=oneshot
+ExecStart=/usr/local/lib/peermem-node-test/checks
+[Install]
+WantedBy=multi-user.target
+UNIT
+in_node "install -m 755 /var/cache/peermem-test/checks /usr/local/lib/peermem-node-test/checks
+	install -m 644 /var/cache/peermem-test/peermem-node-test.service /etc/systemd/system/
+	systemctl enable peermem-node-test.service" >/dev/null 2>&1
+
+# ---------------------------------------------------------------- boot 1
+boot first "$abi"
+
+# ---------------------------------------------------------------- between boots
+# MOFED upgrade: the ib_core double's next release, without a kernel change.
+res=$(in_node "dpkg -i /var/cache/peermem-test/peermem-test-mofed-dkms_25.10_amd64.deb; echo \"== dpkg \$?\"
+	dkms status mlnx-ofed-kernel
+	grep -c ib_peer_memory_core_release /usr/src/ofa_kernel/x86_64/$abi/Module.symvers | sed 's/^/== symvers /'
+	md5sum /lib/modules/$abi/updates/dkms/nvidia-peermem.ko* | sed 's/^/== module /'" 2>&1)
+echo "$res" > "$out/mofed-upgrade.log"
+has "MOFED upgrade: dpkg -i of 25.10 exits 0" "$res" "== dpkg 0"
+has "MOFED upgrade: dkms built 25.10 for $abi" "$res" "mlnx-ofed-kernel/25.10, $abi, x86_64: installed"
+has "MOFED upgrade: its Module.symvers (/usr/src/ofa_kernel) has the new export" "$res" "== symvers 1"
+expect "MOFED upgrade: peermem's module was not rebuilt (no symbol versions on Debian's kernel)" \
+	"$(sed -n 's/^== module \([0-9a-f]*\) .*/\1/p' <<<"$res")" "$sum1"
+# Kernel change: the second kernel's image and headers, without its source. dkms
+# builds the doubles for it and fails peermem's build in its PRE_BUILD step, whose
+# reason and fix go to make.log; the failed autoinstall leaves the kernel's packages
+# unconfigured (as any dkms module's failed build does), loudly.
+res=$(in_node "apt-get install -y --no-download --no-install-recommends linux-image-$abi2=$ver2 linux-headers-$abi2=$ver2 2>&1; echo \"== apt \$?\"
+	dkms status -k $abi2
+	echo '== make.log'; cat /var/lib/dkms/peermem-dropin/$VERSION/build/make.log" 2>&1)
+echo "$res" > "$out/kernel-install.log"
+has "kernel change: dkms built the doubles for $abi2" "$res" "mlnx-ofed-kernel/25.10, $abi2, x86_64: installed"
+has "kernel change: without linux-source-7.2 dkms fails peermem's build, loudly" "$res" \
+	"Autoinstall on $abi2 failed for module(s) peermem-dropin"
+has "kernel change: ... its make.log says why" "$res" "peermem: kernel $abi2 has no Rust build files"
+has "kernel change: ... and names the fix: the source package, then dkms autoinstall" "$res" \
+	"sudo apt install linux-source-7.2=$ver2 && sudo dkms autoinstall -k $abi2"
+if grep -q "peermem-dropin/$VERSION, $abi2, x86_64: installed" <<<"$res"; then
+	bad "kernel change: no peermem module for $abi2"
+else ok "kernel change: no peermem module for $abi2"; fi
+
+# ---------------------------------------------------------------- boot 2
+boot second "$abi"
+
+# ---------------------------------------------------------------- the fix
+# The source package: apt configures the kernel's packages again, dkms's autoinstall
+# runs peermem's PRE_BUILD, which makes the Rust build files, and builds peermem.
+t=$SECONDS
+res=$(in_node "apt-get install -y --no-download linux-source-7.2=$ver2 2>&1; echo \"== apt \$?\"
+	dkms autoinstall -k $abi2 2>&1; echo \"== dkms \$?\"
+	dkms status -k $abi2
+	ls /boot/initrd.img-$abi2
+	echo '== make.log'; cat /var/lib/dkms/peermem-dropin/$VERSION/build/make.log" 2>&1)
+echo "$res" > "$out/kernel-fix.log"
+has "kernel change: apt install linux-source-7.2 exits 0 ($((SECONDS - t)) s)" "$res" "== apt 0"
+has "kernel change: ... dkms made $abi2's Rust build files" "$res" "lib-rust: installed"
+has "kernel change: ... and built peermem for it" "$res" "peermem-dropin/$VERSION, $abi2, x86_64: installed"
+has "kernel change: dkms autoinstall -k $abi2 (the fix's second command) exits 0" "$res" "== dkms 0"
+has "kernel change: the kernel's packages configured (its initramfs made)" "$res" "/boot/initrd.img-$abi2"
+
+# ---------------------------------------------------------------- boot 3
+boot third "$abi2"
+echo "host: $((SECONDS - t0)) s"
+finish
