@@ -107,8 +107,8 @@ check "dkms built it with the kernel's compilers ($mlog)" grep -qF -- "$("$ROOT/
 check "peermem.service loads nvidia_peermem" \
 	grep -qx 'ExecStart=/sbin/modprobe nvidia_peermem' /usr/lib/systemd/system/peermem.service
 check "peermem.service is enabled (multi-user.target and openibd.service want it)" test \
-	"$(readlink /etc/systemd/system/multi-user.target.wants/peermem.service)" = /usr/lib/systemd/system/peermem.service \
-	-a -L /etc/systemd/system/openibd.service.wants/peermem.service
+	/etc/systemd/system/multi-user.target.wants/peermem.service -ef /usr/lib/systemd/system/peermem.service \
+	-a /etc/systemd/system/openibd.service.wants/peermem.service -ef /usr/lib/systemd/system/peermem.service
 check "no modules-load.d entry (the unit loads it, after openibd)" test ! -e /etc/modules-load.d/peermem.conf
 check "peermem-metrics.timer is enabled" test -L /etc/systemd/system/timers.target.wants/peermem-metrics.timer
 check "modprobe.d and depmod.d files" test -f /etc/modprobe.d/peermem.conf -a -f /etc/depmod.d/peermem.conf

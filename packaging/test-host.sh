@@ -170,11 +170,12 @@ has "MOFED upgrade: dkms built 25.10 for $abi" "$res" "mlnx-ofed-kernel/25.10, $
 has "MOFED upgrade: its Module.symvers (/usr/src/ofa_kernel) has the new export" "$res" "== symvers 1"
 expect "MOFED upgrade: peermem's module was not rebuilt (no symbol versions on Debian's kernel)" \
 	"$(sed -n 's/^== module \([0-9a-f]*\) .*/\1/p' <<<"$res")" "$sum1"
-# Kernel change: the second kernel's image and headers, without its source. dkms
+# Kernel change: the second kernel's image and headers (the packages scripts/node-image
+# downloaded, installed with apt as from the archive), without its source. dkms
 # builds the doubles for it and fails peermem's build in its PRE_BUILD step, whose
 # reason and fix go to make.log; the failed autoinstall leaves the kernel's packages
 # unconfigured (as any dkms module's failed build does), loudly.
-res=$(in_node "apt-get install -y --no-download --no-install-recommends linux-image-$abi2=$ver2 linux-headers-$abi2=$ver2 2>&1; echo \"== apt \$?\"
+res=$(in_node "apt-get install -y --no-download --no-install-recommends \$(ls /var/cache/peermem-node/debs/*.deb | grep -v /linux-source-) 2>&1; echo \"== apt \$?\"
 	dkms status -k $abi2
 	echo '== make.log'; cat /var/lib/dkms/peermem-dropin/$VERSION/build/make.log" 2>&1)
 echo "$res" > "$out/kernel-install.log"
@@ -195,7 +196,7 @@ boot second "$abi"
 # The source package: apt configures the kernel's packages again, dkms's autoinstall
 # runs peermem's PRE_BUILD, which makes the Rust build files, and builds peermem.
 t=$SECONDS
-res=$(in_node "apt-get install -y --no-download linux-source-7.2=$ver2 2>&1; echo \"== apt \$?\"
+res=$(in_node "apt-get install -y --no-download /var/cache/peermem-node/debs/linux-source-7.2_*.deb 2>&1; echo \"== apt \$?\"
 	dkms autoinstall -k $abi2 2>&1; echo \"== dkms \$?\"
 	dkms status -k $abi2
 	ls /boot/initrd.img-$abi2

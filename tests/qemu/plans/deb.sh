@@ -9,10 +9,11 @@ kver=$(uname -r)
 S=peermem_deb
 loaded() { [ -d "/sys/module/$1" ] || { echo "$1 is not loaded"; return 1; }; }
 # The enabled unit's ExecStart, as systemd runs it at boot.
+# (The wants link names the unit's path as deb-systemd-helper found it, /lib or /usr/lib.)
 modules_load() {
-    local unit=/etc/systemd/system/multi-user.target.wants/peermem.service
-    [ -e "$unit" ] || { echo "peermem.service is not enabled"; return 1; }
-    sh -c "$(sed -n 's/^ExecStart=//p' "$unit")"
+    [ -L /etc/systemd/system/multi-user.target.wants/peermem.service ] ||
+        { echo "peermem.service is not enabled"; return 1; }
+    sh -c "$(sed -n 's/^ExecStart=//p' /usr/lib/systemd/system/peermem.service)"
 }
 
 check $S depmod_runs /sbin/depmod -a

@@ -132,6 +132,11 @@ impl Root {
         Some(format!("/{}", rel.to_str()?))
     }
 
+    /// When `abs` (followed, as [`Root::exists`]) was last modified.
+    pub fn modified(&self, abs: &str) -> Option<std::time::SystemTime> {
+        self.metadata(abs).ok()?.modified().ok()
+    }
+
     /// The names in directory `abs`, sorted; empty if it is missing or unreadable.
     pub fn list(&self, abs: &str) -> Vec<String> {
         let rd = self

@@ -69,7 +69,7 @@ fn dev_vm_with_fakes_has_no_hca_and_warns_about_detection() {
     // No kernel configuration in the recorded tree: nothing to compare compilers with.
     assert_eq!(verdict(&r, "toolchain"), Verdict::NotApplicable);
     assert_eq!(verdict(&r, "kernel-release"), Verdict::Ok);
-    assert_eq!(r.checks.len(), 21);
+    assert_eq!(r.checks.len(), 22);
 }
 
 #[test]
@@ -230,12 +230,15 @@ fn pin_mode_is_read_from_debugfs_where_sysfs_has_no_parameters() {
 #[test]
 fn h100_with_dropin_is_ready() {
     let r = run("healthy-h100");
+    // The recorded tree has no module file nor MOFED Module.symvers to compare (file
+    // times do not survive git: tests/doctor_host.rs makes them).
     let not_ok: Vec<_> = r
         .checks
         .iter()
-        .filter(|c| c.verdict != Verdict::Ok)
+        .filter(|c| c.verdict != Verdict::Ok && c.id != "core-symbols")
         .collect();
     assert!(not_ok.is_empty(), "{not_ok:#?}");
+    assert_eq!(verdict(&r, "core-symbols"), Verdict::NotApplicable);
     for (id, want) in [
         (
             "kernel-rust",

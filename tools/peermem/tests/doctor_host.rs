@@ -476,6 +476,64 @@ fn modules_load_beside_openibd_warns() {
     assert!(fix(c).contains("peermem.service"), "{c:?}");
 }
 
+// ---- core-symbols -----------------------------------------------------------------
+
+/// A MOFED upgrade after peermem was built: on a kernel with symbol versions (the
+/// Ubuntu layout of healthy-h100, CONFIG_MODVERSIONS=y) a MOFED Module.symvers newer
+/// than the installed module warns and names the rebuild; older, OK. Without symbol
+/// versions (Debian's kernel) no rebuild is needed, whatever the times.
+#[test]
+fn a_mofed_upgrade_after_the_build_warns_where_symbols_are_versioned() {
+    use std::time::{Duration, SystemTime};
+    let dir = Scratch::copy_of("healthy-h100", "core-symbols");
+    let module = "/lib/modules/7.0.0-34-generic/updates/dkms/nvidia-peermem.ko";
+    let symvers = "/usr/src/ofa_kernel/x86_64/7.0.0-34-generic/Module.symvers";
+    write(&dir, module, "module");
+    write(&dir, symvers, "0x12345678\tib_register_peer_memory_client\tdrivers/infiniband/core/ib_core\tEXPORT_SYMBOL\t\n");
+    let touch = |abs: &str, t: SystemTime| {
+        std::fs::File::options()
+            .write(true)
+            .open(dir.join(&abs[1..]))
+            .unwrap()
+            .set_modified(t)
+            .unwrap();
+    };
+    let now = SystemTime::now();
+    touch(module, now - Duration::from_secs(3600));
+    touch(symvers, now);
+    let r = run_at(&dir);
+    let c = expect(&r, "core-symbols", Verdict::Warn);
+    assert!(
+        c.detail.starts_with(&format!(
+            "MOFED/DOCA-OFED's {symvers} is newer than {module}"
+        )),
+        "{c:?}"
+    );
+    assert!(
+        fix(c).starts_with("dkms install --force -m peermem-dropin -v "),
+        "{c:?}"
+    );
+    touch(symvers, now - Duration::from_secs(7200));
+    expect_detail(
+        &run_at(&dir),
+        "core-symbols",
+        Verdict::Ok,
+        &format!("{module} was built after MOFED/DOCA-OFED's {symvers}"),
+    );
+    // The same host on a kernel without symbol versions.
+    touch(symvers, now);
+    let config = "/boot/config-7.0.0-34-generic";
+    let text = std::fs::read_to_string(dir.join(&config[1..])).unwrap();
+    write(
+        &dir,
+        config,
+        text.replace("CONFIG_MODVERSIONS=y", "# CONFIG_MODVERSIONS is not set"),
+    );
+    let r = run_at(&dir);
+    let c = expect(&r, "core-symbols", Verdict::Ok);
+    assert!(c.detail.starts_with("the kernel checks no symbol versions (CONFIG_MODVERSIONS is not set in /boot/config-7.0.0-34-generic)"), "{c:?}");
+}
+
 // ---- other-kernels ----------------------------------------------------------------
 
 /// A second kernel installed on the Debian 13 host (7.2.12, image and headers) before
@@ -763,6 +821,7 @@ fn checks_run_in_the_order_a_user_fixes_them() {
             "persistent-api",
             "gpu-product",
             "peer-memory-core",
+            "core-symbols",
             "hca",
             "pin-mode",
             "module-signature",

@@ -339,6 +339,7 @@ pub fn run_with(root: &Root, gpus: Option<nvsmi::Report>) -> Report {
     checks.extend(nvidia_version(&host));
     checks.push(gpu::gpu_product(&host));
     checks.push(peer_memory_core(&host));
+    checks.push(core_symbols(&host));
     checks.push(rdma::hca(&host));
     checks.push(pin_mode(&host));
     checks.push(module_signature(&host));
@@ -891,6 +892,84 @@ fn nvidia_version(h: &Host<'_>) -> Vec<Check> {
         )
     };
     vec![version, persistent]
+}
+
+/// Where MOFED/DOCA-OFED's packages put the `Module.symvers` of their ib_core for
+/// kernel `rel` (as nvidia-peermem's build and packaging/find-symvers look for it).
+fn mofed_symvers(h: &Host<'_>, rel: &str) -> Option<String> {
+    [
+        format!("/usr/src/ofa_kernel/x86_64/{rel}/Module.symvers"),
+        format!("/usr/src/ofa_kernel/{rel}/Module.symvers"),
+        "/usr/src/ofa_kernel/default/Module.symvers".to_owned(),
+    ]
+    .into_iter()
+    .find(|p| h.root.exists(p))
+}
+
+/// Does a MOFED/DOCA-OFED upgrade (a new ib_core, the kernel unchanged) need peermem
+/// rebuilt? Only where the kernel checks symbol versions (`CONFIG_MODVERSIONS`): there
+/// a module built against the old ib_core fails to load ("disagrees about version of
+/// symbol ib_register_peer_memory_client") once the CRCs changed. dkms does not rebuild
+/// on a MOFED upgrade; a MOFED `Module.symvers` newer than the installed module says
+/// that one happened since the build.
+fn core_symbols(h: &Host<'_>) -> Check {
+    const ID: &str = "core-symbols";
+    let Some(config) = &h.config else {
+        return Check::new(ID, Verdict::NotApplicable, "no kernel configuration found");
+    };
+    if !config.yes("MODVERSIONS") {
+        return Check::new(
+            ID,
+            Verdict::Ok,
+            format!(
+                "the kernel checks no symbol versions (CONFIG_MODVERSIONS is not set in {}): \
+                 a MOFED/DOCA-OFED upgrade needs no rebuild of peermem while its ib_core \
+                 exports ib_register_peer_memory_client",
+                config.path
+            ),
+        );
+    }
+    let (Some(rel), Some(module)) = (h.release.as_deref(), installed_module(h)) else {
+        return Check::new(
+            ID,
+            Verdict::NotApplicable,
+            "CONFIG_MODVERSIONS=y, but no installed peermem module to compare",
+        );
+    };
+    let Some(symvers) = mofed_symvers(h, rel) else {
+        return Check::new(
+            ID,
+            Verdict::NotApplicable,
+            "CONFIG_MODVERSIONS=y, but no MOFED/DOCA-OFED Module.symvers under /usr/src/ofa_kernel",
+        );
+    };
+    match (h.root.modified(&module), h.root.modified(&symvers)) {
+        (Some(built), Some(mofed)) if mofed > built => {
+            let package = if module.contains("nvidia-peermem") {
+                "peermem-dropin"
+            } else {
+                "peermem"
+            };
+            Check::new(
+                ID,
+                Verdict::Warn,
+                format!(
+                    "MOFED/DOCA-OFED's {symvers} is newer than {module}: MOFED was upgraded \
+                     since peermem was built, and with CONFIG_MODVERSIONS=y a changed symbol \
+                     version fails its next load"
+                ),
+            )
+            .fix(format!(
+                "dkms install --force -m {package} -v {} -k {rel} (or make && make install)",
+                peermem_version()
+            ))
+        }
+        _ => Check::new(
+            ID,
+            Verdict::Ok,
+            format!("{module} was built after MOFED/DOCA-OFED's {symvers}"),
+        ),
+    }
 }
 
 fn peer_memory_core(h: &Host<'_>) -> Check {
