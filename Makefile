@@ -17,8 +17,9 @@
 #   make check      rustfmt and clippy with the kernel's settings
 #   make cli-docs   manual pages and shell completions of peermem and bench-report (build/cli-docs)
 #   make fmt        format the module (kernel settings) and the host workspace
-#   make install    install the module (Kbuild modules_install), its modprobe.d, depmod.d and
-#                   modules-load.d files, and the peermem tool (DESTDIR, PREFIX); make uninstall
+#   make install    install the module (Kbuild modules_install), its modprobe.d and depmod.d
+#                   files, peermem.service (enabled), and the peermem tool (DESTDIR, PREFIX);
+#                   make uninstall
 #   make install-dropin  the same for the drop-in name (nvidia-peermem.ko)
 #   make install-tool    only the peermem tool, its manual pages and completions
 #   make install-dkms, install-dkms-dropin  lay out the dkms source tree of either package
@@ -159,7 +160,7 @@ fmt:
 
 # Install for $(KVER) (KDIR's kernel) through the kernel's Kbuild (modules_install into
 # extra/, signed where the kernel's or a Machine Owner Key is configured), with the
-# modprobe.d, depmod.d and modules-load.d files, and the peermem tool with its manual
+# modprobe.d and depmod.d files, peermem.service (enabled), and the peermem tool with its manual
 # pages and completions under $(PREFIX) (docs/install.md). uninstall removes all of
 # it. install-dkms lays out the dkms source tree of the peermem package (peermem.ko),
 # install-dkms-dropin that of peermem-dropin (nvidia-peermem.ko).

@@ -10,6 +10,10 @@ check() { # check NAME COMMAND...
 	local name=$1; shift
 	if "$@" >/dev/null 2>&1; then ok "$name"; else bad "$name"; fi
 }
+# has NAME TEXT WANT: TEXT contains WANT (a fixed string); else its last lines.
+has() { if grep -qF -- "$3" <<<"$2"; then ok "$1"; else bad "$1"; echo "     wanted '$3' in:"; tail -n 8 <<<"$2" | sed 's/^/     | /'; fi; }
+# finish: the last line, "N passed, N failed", and the exit status.
+finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
 expect() { # expect NAME GOT WANT
 	if [ "$2" = "$3" ]; then ok "$1"; else bad "$1"; echo "     got:  $2"; echo "     want: $3"; fi
 }

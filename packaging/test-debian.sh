@@ -28,9 +28,6 @@ set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VERSION=$(tr -d '[:space:]' < "$ROOT/VERSION")
 . "$ROOT/packaging/check-lib.sh"
-finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
-# has NAME TEXT WANT: TEXT contains WANT.
-has() { if grep -qF -- "$3" <<<"$2"; then ok "$1"; else bad "$1"; echo "     wanted '$3' in:"; tail -n 8 <<<"$2" | sed 's/^/     | /'; fi; }
 
 [ "$(id -u)" = 0 ] || { bad "prerequisites: not root"; finish; }
 for c in debootstrap unshare chroot qemu-system-x86_64; do
@@ -171,7 +168,7 @@ echo "== make deb: \$?"
 # System.map in the headers).
 PEERMEM_SIGN_KEY=$out/mok.key PEERMEM_SIGN_CERT=$out/mok.der \
 	make install >"$out/make-install.log" 2>&1; echo "== make install: \$?"
-for f in /lib/modules/$abi/extra/peermem.ko.xz /etc/modules-load.d/peermem.conf /usr/local/sbin/peermem; do
+for f in /lib/modules/$abi/extra/peermem.ko.xz /etc/systemd/system/peermem.service /usr/local/sbin/peermem; do
 	[ -e "\$f" ] && echo "== installed: \$f"
 done
 xz -dc /lib/modules/$abi/extra/peermem.ko.xz | tail -c 28 | grep -q "Module signature appended" && echo "== signed"
@@ -199,7 +196,7 @@ for step in "make" "make dropin"; do
 done
 [ "$(sed -n 's/^== make: //p' <<<"$res")" = 0 ] || tail -n 20 "$out/make.log"
 expect "sudo make install exits 0" "$(sed -n 's/^== make install: //p' <<<"$res")" 0
-for f in /lib/modules/$abi/extra/peermem.ko.xz /etc/modules-load.d/peermem.conf /usr/local/sbin/peermem; do
+for f in /lib/modules/$abi/extra/peermem.ko.xz /etc/systemd/system/peermem.service /usr/local/sbin/peermem; do
 	has "make install installed $f" "$res" "== installed: $f"
 done
 has "make install signed the compressed module with the Machine Owner Key" "$res" "== signed"

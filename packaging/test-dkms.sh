@@ -23,7 +23,6 @@ set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VERSION=$(tr -d '[:space:]' < "$ROOT/VERSION")
 . "$ROOT/packaging/check-lib.sh"
-finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
 
 # ---------------------------------------------------------------- outside
 if [ -z "${PEERMEM_DKMS_SCRATCH:-}" ]; then

@@ -30,8 +30,6 @@ set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VERSION=$(tr -d '[:space:]' < "$ROOT/VERSION")
 . "$ROOT/packaging/check-lib.sh"
-finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
-has() { if grep -qF -- "$3" <<<"$2"; then ok "$1"; else bad "$1"; echo "     wanted '$3' in:"; tail -n 8 <<<"$2" | sed 's/^/     | /'; fi; }
 
 [ "$(id -u)" = 0 ] || { bad "prerequisites: not root"; finish; }
 for c in qemu-system-x86_64 unshare chroot dpkg-deb; do
@@ -175,7 +173,7 @@ expect "MOFED upgrade: peermem's module was not rebuilt (no symbol versions on D
 # builds the doubles for it and fails peermem's build in its PRE_BUILD step, whose
 # reason and fix go to make.log; the failed autoinstall leaves the kernel's packages
 # unconfigured (as any dkms module's failed build does), loudly.
-res=$(in_node "apt-get install -y --no-download --no-install-recommends \$(ls /var/cache/peermem-node/debs/*.deb | grep -v /linux-source-) 2>&1; echo \"== apt \$?\"
+res=$(in_node "apt-get install -y --no-install-recommends \$(ls /var/cache/peermem-node/debs/*.deb | grep -v /linux-source-) 2>&1; echo \"== apt \$?\"
 	dkms status -k $abi2
 	echo '== make.log'; cat /var/lib/dkms/peermem-dropin/$VERSION/build/make.log" 2>&1)
 echo "$res" > "$out/kernel-install.log"
@@ -196,7 +194,7 @@ boot second "$abi"
 # The source package: apt configures the kernel's packages again, dkms's autoinstall
 # runs peermem's PRE_BUILD, which makes the Rust build files, and builds peermem.
 t=$SECONDS
-res=$(in_node "apt-get install -y --no-download /var/cache/peermem-node/debs/linux-source-7.2_*.deb 2>&1; echo \"== apt \$?\"
+res=$(in_node "apt-get install -y --no-install-recommends /var/cache/peermem-node/debs/linux-source-7.2_*.deb 2>&1; echo \"== apt \$?\"
 	dkms autoinstall -k $abi2 2>&1; echo \"== dkms \$?\"
 	dkms status -k $abi2
 	ls /boot/initrd.img-$abi2

@@ -56,9 +56,13 @@ check "drop-in in extra/ as nvidia-peermem.ko" cmp "$TMP/build/nvidia-peermem.ko
 check "no dkms tree without --dkms" test ! -e "$D/usr/src"
 check "snippets installed without --dkms" test -f "$D/etc/modprobe.d/peermem.conf" -a -f "$D/etc/depmod.d/peermem.conf"
 
-check "modules-load.d: the module loads at boot" test "$(grep -v '^#' "$D/etc/modules-load.d/peermem.conf")" = nvidia-peermem
+check "peermem.service: loads nvidia_peermem at boot" grep -qx 'ExecStart=/sbin/modprobe nvidia_peermem' "$D/etc/systemd/system/peermem.service"
+check "peermem.service: enabled (multi-user.target and openibd.service want it)" test \
+	"$(readlink "$D/etc/systemd/system/multi-user.target.wants/peermem.service")" = /etc/systemd/system/peermem.service -a \
+	"$(readlink "$D/etc/systemd/system/openibd.service.wants/peermem.service")" = /etc/systemd/system/peermem.service
+check "no modules-load.d entry" test ! -e "$D/etc/modules-load.d/peermem.conf"
 "$ROOT/scripts/install" --destdir "$TMP/dest2b" --kver "$KVER" --no-boot "$TMP/build/peermem.ko" >/dev/null 2>&1
-check "--no-boot: no modules-load.d entry" test -f "$TMP/dest2b/lib/modules/$KVER/extra/peermem.ko" -a ! -e "$TMP/dest2b/etc/modules-load.d/peermem.conf"
+check "--no-boot: no unit" test -f "$TMP/dest2b/lib/modules/$KVER/extra/peermem.ko" -a ! -e "$TMP/dest2b/etc/systemd/system/peermem.service"
 
 # 3. Refusals.
 out=$(DESTDIR="$TMP/dest3" KVER=$KVER "$ROOT/scripts/install" "$TMP/other/peermem.ko" 2>&1)
@@ -166,7 +170,7 @@ fake_ko "$TMP/nvidia-own.ko" nvidia_peermem "NVIDIA" "$KVER"
 install -D -m 644 "$TMP/nvidia-own.ko" "$D/lib/modules/$KVER/extra/nvidia-peermem.ko"
 out=$("$ROOT/scripts/install" --uninstall --destdir "$D" --kver "$KVER" 2>&1)
 check "uninstall exits 0" test $? -eq 0
-left=$(cd "$D" && find . -type f | sort | tr '\n' ' ')
+left=$(cd "$D" && find . \( -type f -o -type l \) | sort | tr '\n' ' ')
 check "uninstall leaves only the module that is not peermem's" test "$left" = "./lib/modules/$KVER/extra/nvidia-peermem.ko "
 check "uninstall says what it kept" grep -qF "kept $D/lib/modules/$KVER/extra/nvidia-peermem.ko (not peermem's)" <<<"$out"
 

@@ -4,7 +4,7 @@
 # packaging/test-make-install.sh KDIR [SYMVERS...]: `make install` and `make uninstall`
 # as an admin runs them, against the built kernel tree KDIR, into a temporary DESTDIR:
 # the module through Kbuild's modules_install (extra/, vermagic of KDIR's kernel,
-# depmod's index naming it), the modprobe.d, depmod.d and modules-load.d files, the
+# depmod's index naming it), the modprobe.d and depmod.d files, peermem.service, the
 # tool with its manual pages and completions under PREFIX; then uninstall leaves
 # nothing of peermem's (depmod's index files stay, as depmod leaves them). SYMVERS:
 # the providers' Module.symvers (the test bed's fakes). Last line: "N passed, N failed".
@@ -22,7 +22,8 @@ ko=$D/lib/modules/$kver/extra/peermem.ko
 check "module in extra/ of KDIR's kernel" test -f "$ko"
 check "its vermagic is KDIR's kernel" test "$(modinfo -F vermagic "$ko" | awk '{print $1}')" = "$kver"
 check "Kbuild's depmod indexed it" grep -q "^extra/peermem.ko:" "$D/lib/modules/$kver/modules.dep"
-check "modules-load.d: loaded at boot" test "$(grep -v '^#' "$D/etc/modules-load.d/peermem.conf")" = peermem
+check "peermem.service: loads peermem at boot, enabled" bash -c \
+	"grep -qx 'ExecStart=/sbin/modprobe peermem' '$D/etc/systemd/system/peermem.service' && test -L '$D/etc/systemd/system/multi-user.target.wants/peermem.service'"
 check "modprobe.d and depmod.d files" test -f "$D/etc/modprobe.d/peermem.conf" -a -f "$D/etc/depmod.d/peermem.conf"
 check "the tool in PREFIX/sbin runs" "$D/usr/local/sbin/peermem" --version
 for f in share/man/man1/peermem.1 share/man/man1/peermem-doctor.1 share/man/man1/peermem-status.1 \

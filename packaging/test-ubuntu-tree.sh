@@ -28,13 +28,9 @@ set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/packaging/check-lib.sh"
-has() { # has NAME TEXT FIXED-STRING
-	if grep -qF -- "$3" <<<"$2"; then ok "$1"; else bad "$1"; echo "     no '$3' in:"; tail -n 15 <<<"$2" | sed 's/^/       /'; fi
-}
 built() { # built NAME FILE LOG: FILE exists, else the end of LOG
 	if [ -f "$2" ]; then ok "$1"; else bad "$1"; tail -n 15 <<<"$3" | sed 's/^/     /'; fi
 }
-finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
 t0=$SECONDS
 lap() { local t=$((SECONDS - t0)); t0=$SECONDS; echo "     ($t s)"; }
 

@@ -389,10 +389,11 @@ fn boot_unit(h: &Host<'_>) -> Option<(String, String)> {
 }
 
 /// Is a peermem module loaded at boot, and so that MOFED's `openibd restart` works?
-/// The Debian packages enable `peermem.service` (loaded after openibd, unloaded before
-/// it stops); `make install` writes `/etc/modules-load.d/peermem.conf`. A module loaded
-/// outside the unit on a host with MOFED's openibd makes `systemctl restart openibd`
-/// fail: openibd cannot unload ib_core while the client holds it.
+/// The Debian packages and `make install` enable `peermem.service` (loaded after
+/// openibd, unloaded before it stops); an admin may list the module in modules-load.d
+/// instead. A module loaded outside the unit on a host with MOFED's openibd makes
+/// `systemctl restart openibd` fail: openibd cannot unload ib_core while the client
+/// holds it.
 fn boot_load(h: &Host<'_>) -> Check {
     const ID: &str = "boot-load";
     let mut found = Vec::new();
@@ -437,9 +438,9 @@ fn boot_load(h: &Host<'_>) -> Check {
             ),
         )
         .fix(
-            "systemctl enable peermem.service (the Debian packages ship and enable it); \
-             without the packages: echo nvidia-peermem > /etc/modules-load.d/peermem.conf \
-             (or peermem for the native build), as make install writes",
+            "systemctl enable peermem.service (make install and the Debian packages install \
+             and enable it); without it: echo nvidia-peermem > \
+             /etc/modules-load.d/peermem.conf (or peermem for the native build)",
         );
     }
     if let Some(dir) = openibd {
