@@ -6,24 +6,25 @@
 # systemd as init), with the test doubles installed from packages of their own
 # (tests/node/double-debs: the nvidia.ko double as NVIDIA's dkms package, the ib_core
 # double as MOFED's, with the openibd stand-in) and peermem's own packages of
-# `make deb`, booted in QEMU with Debian's vmlinuz and initramfs, as often as the
-# scenarios need. Package operations (dpkg, apt, dkms, the kernel's hooks) run in the
-# node's root at native speed between boots (the disk mounted here); what happens at
-# boot and among the services is checked inside the booted node (tests/node/checks).
-# Each check is named with its scenario:
+# `make deb`, booted in QEMU with Debian's vmlinuz and initramfs, twice. Package
+# operations (dpkg, apt, dkms, the kernel's hooks) run in the node's root at native
+# speed before and between the boots (the disk mounted here); what happens at boot and
+# among the services is checked inside the booted node (tests/node/checks). Each check
+# is named with its scenario:
 #   packages        the doubles and peermem installed with dpkg, built by dkms
-#   boot            in order at boot, registered, doctor, metrics (boot 1)
-#   openibd restart with peermem loaded (boot 1), and without its unit, failing
+#   MOFED upgrade   the ib_core double's package upgraded (25.07 -> 25.10, one export
+#                   more): peermem not rebuilt (in the root), and loaded with it at
+#                   boot 1, doctor saying no rebuild is needed
+#   kernel change   a second kernel (7.2) installed: without its source dkms fails
+#                   naming the fix (in the root) and doctor fails naming it (boot 1);
+#                   with it, dkms makes its Rust build files and builds peermem, which
+#                   loads at the boot into 7.2 (boot 2)
+#   boot            in order at boot, registered, doctor, metrics (boots 1 and 2)
+#   openibd restart with peermem loaded, and without its unit, failing (boot 1)
 #   driver upgrade  nvidia unloaded after peermem's unit stops, k8s-driver-manager's
 #                   order, a live registration refusing the stop (boot 1)
 #   shutdown        each boot's shutdown read back from the journal: peermem stopped,
 #                   no kernel report
-#   MOFED upgrade   the ib_core double's package upgraded (25.07 -> 25.10, one export
-#                   more): peermem not rebuilt, and loaded with it (boot 2)
-#   kernel change   a second kernel (7.2) installed: without its source dkms fails
-#                   naming the fix and doctor fails naming it (boot 2); with it, dkms
-#                   makes its Rust build files and builds peermem, which loads at the
-#                   boot into 7.2 (boot 3)
 # Needs root, loop devices, QEMU, Debian's archive (first run). Last line:
 # "N passed, N failed".
 set -u
@@ -154,10 +155,7 @@ in_node "install -m 755 /var/cache/peermem-test/checks /usr/local/lib/peermem-no
 	install -m 644 /var/cache/peermem-test/peermem-node-test.service /etc/systemd/system/
 	systemctl enable peermem-node-test.service" >/dev/null 2>&1
 
-# ---------------------------------------------------------------- boot 1
-boot first "$abi"
-
-# ---------------------------------------------------------------- between boots
+# ---------------------------------------------------------------- before the first boot
 # MOFED upgrade: the ib_core double's next release, without a kernel change.
 res=$(in_node "dpkg -i /var/cache/peermem-test/peermem-test-mofed-dkms_25.10_amd64.deb; echo \"== dpkg \$?\"
 	dkms status mlnx-ofed-kernel
@@ -188,8 +186,8 @@ if grep -q "peermem-dropin/$VERSION, $abi2, x86_64: installed" <<<"$res"; then
 	bad "kernel change: no peermem module for $abi2"
 else ok "kernel change: no peermem module for $abi2"; fi
 
-# ---------------------------------------------------------------- boot 2
-boot second "$abi"
+# ---------------------------------------------------------------- boot 1
+boot first "$abi"
 
 # ---------------------------------------------------------------- the fix
 # The source package: apt configures the kernel's packages again, dkms's autoinstall
@@ -207,7 +205,7 @@ has "kernel change: ... and built peermem for it" "$res" "peermem-dropin/$VERSIO
 has "kernel change: dkms autoinstall -k $abi2 (the fix's second command) exits 0" "$res" "== dkms 0"
 has "kernel change: the kernel's packages configured (its initramfs made)" "$res" "/boot/initrd.img-$abi2"
 
-# ---------------------------------------------------------------- boot 3
-boot third "$abi2"
+# ---------------------------------------------------------------- boot 2
+boot second "$abi2"
 echo "host: $((SECONDS - t0)) s"
 finish
