@@ -196,14 +196,14 @@ t=$SECONDS
 res=$(in_node "apt-get install -y --no-install-recommends /var/cache/peermem-node/debs/linux-source-7.2_*.deb 2>&1; echo \"== apt \$?\"
 	dkms autoinstall -k $abi2 2>&1; echo \"== dkms \$?\"
 	dkms status -k $abi2
-	ls /boot/initrd.img-$abi2
+	[ ! -f /boot/initrd.img-$abi2 ] || echo '== initramfs made'
 	echo '== make.log'; cat /var/lib/dkms/peermem-dropin/$VERSION/$abi2/x86_64/log/make.log" 2>&1)
 echo "$res" > "$out/kernel-fix.log"
 has "kernel change: apt install linux-source-7.2 exits 0 ($((SECONDS - t)) s)" "$res" "== apt 0"
 has "kernel change: ... dkms made $abi2's Rust build files" "$res" "lib-rust: installed"
 has "kernel change: ... and built peermem for it" "$res" "peermem-dropin/$VERSION, $abi2, x86_64: installed"
 has "kernel change: dkms autoinstall -k $abi2 (the fix's second command) exits 0" "$res" "== dkms 0"
-has "kernel change: the kernel's packages configured (its initramfs made)" "$res" "/boot/initrd.img-$abi2"
+has "kernel change: the kernel's packages configured (its initramfs made)" "$res" "== initramfs made"
 
 # ---------------------------------------------------------------- boot 2
 boot second "$abi2"
