@@ -412,7 +412,10 @@ fn no_boot_entry_warns() {
         fix(c).starts_with("systemctl enable peermem.service"),
         "{c:?}"
     );
-    assert!(fix(c).contains("echo nvidia-peermem > /etc/modules-load.d/peermem.conf"), "{c:?}");
+    assert!(
+        fix(c).contains("echo nvidia-peermem > /etc/modules-load.d/peermem.conf"),
+        "{c:?}"
+    );
     assert!(r.ready());
 }
 
