@@ -159,6 +159,43 @@ fn strip_timestamp(line: &str) -> &str {
     l
 }
 
+/// The console lines of `text` with each guest marker line made whole again, numbered
+/// from 1. The guest's shell and the kernel's printk share the serial console, so a
+/// kernel record can land inside a marker line the guest is writing:
+/// `PEERMEM-CHECK pe[   33.700065] fake-nvidia: ...` then `ermem_scenarios ok name` on
+/// the next line. Such a line is split into the kernel's record (a line of its own) and
+/// the marker's beginning, which is put back before the next line. Only text that
+/// begins a marker (or is the beginning of one) is joined: other text before a
+/// timestamp (a check's detail quoting dmesg, say) is left as it is.
+fn console_lines(text: &str) -> Vec<(usize, String)> {
+    const MARKERS: [&str; 4] = [END_MARKER, FAIL_MARKER, CHECK_MARKER, "PEERMEM-RUN-BEGIN"];
+    let mut out = Vec::new();
+    let mut carry = String::new();
+    for (idx, raw) in text.lines().enumerate() {
+        let mut line = std::mem::take(&mut carry);
+        line.push_str(raw.trim_end_matches(['\r', '\n']));
+        let spliced = line.match_indices('[').find_map(|(at, _)| {
+            let head = &line[..at];
+            let marker = !head.is_empty()
+                && MARKERS
+                    .iter()
+                    .any(|m| head.starts_with(m) || m.starts_with(head));
+            (marker && strip_timestamp(&line[at..]) != &line[at..]).then_some(at)
+        });
+        match spliced {
+            Some(at) => {
+                carry = line[..at].to_owned();
+                out.push((idx + 1, line[at..].to_owned()));
+            }
+            None => out.push((idx + 1, line)),
+        }
+    }
+    if !carry.is_empty() {
+        out.push((text.lines().count(), carry));
+    }
+    out
+}
+
 /// A KTAP result line: indentation, outcome, name.
 fn parse_result(line: &str) -> Option<(usize, Outcome, String)> {
     let indent = line.len() - line.trim_start().len();
@@ -198,9 +235,8 @@ pub fn parse(text: &str) -> Log {
     // belongs to the same report.
     let mut cut_here: Option<usize> = None;
 
-    for (idx, raw) in text.lines().enumerate() {
-        let lineno = idx + 1;
-        let line = strip_timestamp(raw);
+    for (lineno, raw) in console_lines(text) {
+        let line = strip_timestamp(&raw);
         let body = line.trim_start();
         let indent = line.len() - body.len();
 

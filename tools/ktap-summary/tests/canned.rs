@@ -22,6 +22,42 @@ fn a_clean_run_passes() {
     assert_eq!((s.passed, s.failed, s.skipped), (18, 0, 0));
 }
 
+/// pass.log with two check lines cut by kernel records, as the shared serial console
+/// showed it (`PEERMEM-CHECK pe[   33.700065] fake-nvidia: ...`, the rest of the check
+/// on the next line): the same verdict and counts, the records no problem.
+#[test]
+fn a_check_line_cut_by_a_kernel_record_is_read_whole() {
+    let s = run("spliced.log");
+    assert!(s.ok(), "{:?}", s.problems);
+    assert_eq!((s.passed, s.failed, s.skipped), (18, 0, 0));
+    let log = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/runner/logs/spliced.log"
+    ))
+    .unwrap();
+    let parsed = parse(&log);
+    assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+    // Text that begins no marker before a timestamp (a detail quoting dmesg) is
+    // left as it is: the line after it stays a check of its own.
+    let quoted = log.replace(
+        "PEERMEM-CHECK peermem_load ok version_file_dropin",
+        "    # got [   12.5] dmesg line\nPEERMEM-CHECK peermem_load ok version_file_dropin",
+    );
+    let q = summarize(
+        &parse(&quoted),
+        &parse_manifest(
+            &std::fs::read_to_string(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../tests/runner/manifest"
+            ))
+            .unwrap(),
+        )
+        .unwrap(),
+    );
+    assert!(q.ok(), "{:?}", q.problems);
+    assert_eq!(q.passed, 18);
+}
+
 #[test]
 fn a_failing_assertion_fails() {
     let s = run("kunit-failure.log");
