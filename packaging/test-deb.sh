@@ -12,6 +12,9 @@
 #   - the installed /lib/modules tree and /etc files boot in the dev VM, where Debian's
 #     kmod loads the module from the boot entry as systemd-modules-load does, with its
 #     providers (tests/qemu/plans/deb.sh);
+#   - a package installing under /usr/src (as MOFED's dkms package does) triggers the
+#     dkms package, which keeps the module on this kernel without symbol versions and
+#     says so;
 #   - purging both removes the module from dkms and leaves no file of theirs;
 #   - with NVIDIA's nvidia-peermem.ko (a higher version) in the kernel's tree, the
 #     drop-in's postinst names the module modprobe still loads and the dkms command
@@ -115,6 +118,25 @@ check "the tool: /usr/sbin/peermem runs" /usr/sbin/peermem --version
 check "the manual pages" test -f /usr/share/man/man1/peermem.1.gz -a -f /usr/share/man/man1/peermem-doctor.1.gz
 check "bash, zsh and fish completions" test -f /usr/share/bash-completion/completions/peermem \
 	-a -f /usr/share/zsh/vendor-completions/_peermem -a -f /usr/share/fish/vendor_completions.d/peermem.fish
+# A MOFED/DOCA-OFED upgrade as dpkg sees it: a package installing under /usr/src
+# triggers the dkms package, whose packaging/dkms-core-upgrade finds the core's
+# Module.symvers newer than the module; this kernel checks no symbol versions, so it
+# keeps the module and says so (the rebuild on one that does: packaging/test-dkms.sh).
+cp "$PEERMEM_OFA_SYMVERS" "$S/ofa-upgraded.symvers"
+mkdir -p "$S/core-pkg/DEBIAN" "$S/core-pkg/usr/src/peermem-test-core-2"
+echo "the core's next release" > "$S/core-pkg/usr/src/peermem-test-core-2/README"
+printf 'Package: peermem-test-core\nVersion: 2\nArchitecture: all\nMaintainer: peermem <peermem@localhost>\nDescription: a package with files under /usr/src\n' \
+	> "$S/core-pkg/DEBIAN/control"
+dpkg-deb --root-owner-group --build "$S/core-pkg" "$S/core.deb" >/dev/null
+sum=$(sha256sum < "$ko")
+PEERMEM_OFA_SYMVERS=$S/ofa-upgraded.symvers dpkg -i "$S/core.deb" >"$S/dpkg-trigger.log" 2>&1
+check "a package under /usr/src: dpkg -i exits 0" test $? -eq 0
+check "a package under /usr/src: it triggers peermem-dropin-dkms" \
+	grep -q "Processing triggers for peermem-dropin-dkms" "$S/dpkg-trigger.log"
+check "a package under /usr/src: the trigger finds the core's new Module.symvers, no rebuild without symbol versions" \
+	grep -qF "peermem-dropin: $S/ofa-upgraded.symvers changed since $ko was built; $kver checks no symbol versions: no rebuild needed" "$S/dpkg-trigger.log"
+expect "a package under /usr/src: the module kept" "$(sha256sum < "$ko")" "$sum"
+dpkg --purge peermem-test-core >>"$S/dpkg-trigger.log" 2>&1
 dpkg -i "$D/peermem-dkms_${VERSION}_amd64.deb" >"$S/dpkg-conflict.log" 2>&1
 check "peermem-dkms beside peermem-dropin-dkms: refused" test $? -ne 0
 check "the refusal is the conflict" grep -q "conflicting packages" "$S/dpkg-conflict.log"

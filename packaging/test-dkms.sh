@@ -168,6 +168,39 @@ package peermem-dropin nvidia-peermem nvidia_peermem --dropin
 check "both packages side by side: dkms status lists both, installed" bash -c \
 	"[ \$(dkms status -k '$kver' | grep -c ': installed\$') = 2 ]"
 
+# A MOFED/DOCA-OFED upgrade: the core's Module.symvers rewritten after the build, and
+# packaging/dkms-core-upgrade run as the packages' dpkg trigger runs it. On a kernel
+# with symbol versions the core's next release (other CRCs: PEERMEM_OFA_NEXT_SYMVERS,
+# tests/fakes/ib_core FAKE_CORE_RELEASE=2) replaces it, and peermem.ko is rebuilt
+# against it; on one without, it is kept.
+f=/lib/modules/$kver$dest/peermem.ko
+crc_of() { awk -v s=ib_register_peer_memory_client '$2 == s { print $1 }' "$@"; }
+if grep -qx 'CONFIG_MODVERSIONS=y' "$kdir/.config"; then
+	next=${PEERMEM_OFA_NEXT_SYMVERS:-}
+	[ -f "$next" ] || fatal "core upgrade: no next release's Module.symvers (PEERMEM_OFA_NEXT_SYMVERS)"
+	cp "$next" "$S/ofa.symvers"
+	old=$(modprobe --dump-modversions "$f" | crc_of)
+	check "core upgrade: the next release's CRC differs from the one peermem.ko records" \
+		test "$old" != "$(crc_of "$next")"
+	out=$(PEERMEM_OFA_SYMVERS=$S/ofa.symvers "/usr/src/peermem-$VERSION/packaging/dkms-core-upgrade" \
+		peermem "$VERSION" peermem 2>&1)
+	has "core upgrade: symbol versions: the trigger says it rebuilds" "$out" "$kver checks symbol versions: rebuilding"
+	has "core upgrade: symbol versions: rebuilt" "$out" "rebuilt peermem.ko for $kver"
+	expect "core upgrade: symbol versions: peermem.ko records the new core's CRC" \
+		"$(modprobe --dump-modversions "$f" | crc_of)" "$(crc_of "$next")"
+	out=$(PEERMEM_OFA_SYMVERS=$S/ofa.symvers "/usr/src/peermem-$VERSION/packaging/dkms-core-upgrade" \
+		peermem "$VERSION" peermem 2>&1)
+	expect "core upgrade: symbol versions: run again, the module newer than the core's: nothing said" "$out" ""
+else
+	cp "$PEERMEM_OFA_SYMVERS" "$S/ofa.symvers"
+	sum=$(sha256sum < "$f")
+	out=$(PEERMEM_OFA_SYMVERS=$S/ofa.symvers "/usr/src/peermem-$VERSION/packaging/dkms-core-upgrade" \
+		peermem "$VERSION" peermem 2>&1)
+	has "core upgrade: no symbol versions: the trigger says no rebuild is needed" "$out" \
+		"$kver checks no symbol versions: no rebuild needed"
+	expect "core upgrade: no symbol versions: peermem.ko kept" "$(sha256sum < "$f")" "$sum"
+fi
+
 # NVIDIA's own nvidia-peermem.ko in the kernel's tree (driver packages ship one, with
 # the driver's version, higher than peermem's): Debian's dkms does not replace it
 # (install exits 0; status warns), --force installs the drop-in, which depmod then

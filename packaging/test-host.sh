@@ -165,6 +165,10 @@ echo "$res" > "$out/mofed-upgrade.log"
 has "MOFED upgrade: dpkg -i of 25.10 exits 0" "$res" "== dpkg 0"
 has "MOFED upgrade: dkms built 25.10 for $abi" "$res" "mlnx-ofed-kernel/25.10, $abi, x86_64: installed"
 has "MOFED upgrade: its Module.symvers (/usr/src/ofa_kernel) has the new export" "$res" "== symvers 1"
+# dpkg triggers peermem's dkms package (its interest in /usr/src); its
+# packaging/dkms-core-upgrade sees MOFED's new Module.symvers and keeps the module.
+has "MOFED upgrade: peermem's trigger ran and says no rebuild is needed (no symbol versions)" "$res" \
+	"peermem-dropin: /usr/src/ofa_kernel/x86_64/$abi/Module.symvers changed since /lib/modules/$abi/updates/dkms/nvidia-peermem.ko.xz was built; $abi checks no symbol versions: no rebuild needed"
 expect "MOFED upgrade: peermem's module was not rebuilt (no symbol versions on Debian's kernel)" \
 	"$(sed -n 's/^== module \([0-9a-f]*\) .*/\1/p' <<<"$res")" "$sum1"
 # Kernel change: the second kernel's image and headers (the packages scripts/node-image

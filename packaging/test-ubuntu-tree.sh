@@ -106,6 +106,11 @@ for f in ib_core:ib_core nvidia-default:nvidia; do
 	fakes="$fakes $mo/Module.symvers"
 done
 fakes=${fakes# }
+# The core's next release (other CRCs), for the dkms part's MOFED upgrade.
+mkdir -p "$T/fakes/ib_core-25.10"
+log=$(kmake "$HDR" -s M="$ROOT/tests/fakes/ib_core" MO="$T/fakes/ib_core-25.10" FAKE_CORE_RELEASE=2 \
+	FAKE_CORE_VERSION=25.10 FAKE_CORE_SUITES=0 modules 2>&1)
+built "C module against the tree: tests/fakes/ib_core, the next release" "$T/fakes/ib_core-25.10/ib_core.ko" "$log"
 expect "C module: vermagic is the tree's release" "$(modinfo -F vermagic "$T/fakes/ib_core/ib_core.ko" 2>&1 | cut -d' ' -f1)" "$REL"
 lap
 # A minimal Rust module, against KDIR and against the tree.
@@ -163,6 +168,7 @@ lap
 # /usr/src/linux-headers-<release> (test-dkms.sh links /lib/modules/<release>/build to it).
 if [ "$(id -u)" = 0 ] && command -v dkms >/dev/null && command -v unshare >/dev/null; then
 	out=$(PEERMEM_OFA_SYMVERS=$T/fakes/ib_core/Module.symvers PEERMEM_NVIDIA_SYMVERS=$T/fakes/nvidia-default/Module.symvers \
+		PEERMEM_OFA_NEXT_SYMVERS=$T/fakes/ib_core-25.10/Module.symvers \
 		unshare --mount --propagation private bash -c 'mount --bind "$1/usr/src" /usr/src && exec "$2" "/usr/src/linux-headers-$3"' \
 		- "$DEST" "$ROOT/packaging/test-dkms.sh" "$REL" 2>"$T/dkms.err")
 	grep -vE '^[0-9]+ passed, [0-9]+ failed$' <<<"$out" | sed -E 's/^(ok   |FAIL )/\1dkms: /'

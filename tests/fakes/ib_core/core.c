@@ -862,8 +862,8 @@ static void client_debugfs(struct fake_client *c)
 	debugfs_create_u64("num_free_callbacks", 0444, d, &c->stats.num_free_callbacks);
 }
 
-void *ib_register_peer_memory_client(const struct peer_memory_client *client,
-				     invalidate_peer_memory *invalidate_out)
+static void *register_client(const struct peer_memory_client *client,
+			     invalidate_peer_memory *invalidate_out)
 {
 	const struct peer_memory_client_ex *ex = (const void *)client;
 	struct fake_client *c;
@@ -898,9 +898,8 @@ void *ib_register_peer_memory_client(const struct peer_memory_client *client,
 	mutex_unlock(&clients_lock);
 	return c;
 }
-EXPORT_SYMBOL(ib_register_peer_memory_client);
 
-void ib_unregister_peer_memory_client(void *reg_handle)
+static void unregister_client(void *reg_handle)
 {
 	struct fake_client *c = reg_handle, *it;
 	bool found = false;
@@ -932,6 +931,40 @@ void ib_unregister_peer_memory_client(void *reg_handle)
 	wait_event(unreg_wq, atomic_read(&c->refs) == 0);
 	kfree(c);
 }
+
+/*
+ * The exports. A later release (FAKE_CORE_RELEASE=2) is built from other sources, as
+ * each MOFED release's ib_core is: the same functions and layouts, the parameters
+ * named otherwise. On a kernel whose symbol versions come from DWARF (gendwarfksyms,
+ * as Ubuntu builds its kernels) a parameter's name is part of the symbol's CRC: both
+ * exports change theirs, and a client built against the first release's
+ * Module.symvers is refused by the second ("disagrees about version of symbol"), as
+ * after a MOFED/DOCA upgrade without a rebuild (docs/abi.md 6).
+ */
+#if FAKE_CORE_RELEASE >= 2
+void *ib_register_peer_memory_client(const struct peer_memory_client *peer_client,
+				     invalidate_peer_memory *invalidate_callback)
+{
+	return register_client(peer_client, invalidate_callback);
+}
+
+void ib_unregister_peer_memory_client(void *client_handle)
+{
+	unregister_client(client_handle);
+}
+#else
+void *ib_register_peer_memory_client(const struct peer_memory_client *client,
+				     invalidate_peer_memory *invalidate_out)
+{
+	return register_client(client, invalidate_out);
+}
+
+void ib_unregister_peer_memory_client(void *reg_handle)
+{
+	unregister_client(reg_handle);
+}
+#endif
+EXPORT_SYMBOL(ib_register_peer_memory_client);
 EXPORT_SYMBOL(ib_unregister_peer_memory_client);
 
 int fake_core_map_locks_held(void)

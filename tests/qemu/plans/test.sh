@@ -147,6 +147,47 @@ unload nvidia_peermem
 unload ib_core
 check $S missing_core_refused expect_fail insmod /peermem/peermem.ko
 check $S missing_core_explained logged "the RDMA peer-memory core is not loaded"
+
+# --- a MOFED upgrade without a rebuild, on a kernel with symbol versions ---
+# Staged where CONFIG_MODVERSIONS=y (scripts/build-modules; the 7.0 dev kernel, as
+# Ubuntu's): the core's next release, whose exports' CRCs differ, and peermem rebuilt
+# against it. The module built against the first release is refused by the second as
+# the kernel refuses nvidia-peermem (gpu-operator issue 2868), doctor's core-symbols
+# fails on it (the module installed where dkms puts it, MOFED's Module.symvers where
+# MOFED puts it), and the rebuild loads and registers. (Here, where ib_core is
+# unloaded: the fake's suites run at each insertion of the first release.)
+if [ -f /peermem/ib_core-25.10.ko ]; then
+    M=peermem_modversions
+    rel=$(uname -r)
+    ofa=/usr/src/ofa_kernel/x86_64/$rel
+    mkdir -p /boot "/lib/modules/$rel/updates/dkms" "$ofa"
+    cp /peermem/kernel.config "/boot/config-$rel"
+    cp /peermem/ib_core-25.10.symvers "$ofa/Module.symvers"
+    cp /peermem/peermem.ko "/lib/modules/$rel/updates/dkms/peermem.ko"
+    load ib_core-25.10
+    check $M upgraded_core_loaded equals 25.10 cat /sys/module/ib_core/version
+    check $M old_build_refused expect_output "Invalid argument" insmod /peermem/peermem.ko
+    for sym in ib_register_peer_memory_client ib_unregister_peer_memory_client; do
+        check $M "refusal_names_${sym}" logged "peermem: disagrees about version of symbol $sym"
+    done
+    check $M doctor_fails_the_old_build expect_output "FAIL  core-symbols" /peermem/peermem doctor
+    check $M doctor_names_the_rebuild expect_output "dkms build --force -m peermem" /peermem/peermem doctor
+    cp /peermem/peermem-25.10.ko "/lib/modules/$rel/updates/dkms/peermem.ko"
+    check $M doctor_passes_the_rebuild expect_output "OK    core-symbols" /peermem/peermem doctor
+    load peermem-25.10
+    echo "alloc 1048576" > $nvctl
+    va=$(awk '{ print $2 }' $nvctl)
+    echo "reg $va 1048576" > $corectl
+    id=$(awk '$1 == "id" { print $2 }' $corectl)
+    check $M rebuilt_module_registers test -n "$id"
+    echo "dereg $id" > $corectl
+    echo exit > $nvctl
+    unload peermem
+    check $M nothing_leaked clean
+    unload ib_core
+    rm -rf "/boot/config-$rel" "/lib/modules/$rel/updates" /usr/src/ofa_kernel
+fi
+
 load ib_core
 unload nvidia
 check $S missing_provider_refused expect_fail insmod /peermem/peermem.ko

@@ -481,9 +481,9 @@ fn modules_load_beside_openibd_warns() {
 
 // ---- core-symbols -----------------------------------------------------------------
 
-/// A MOFED upgrade after peermem was built: on a kernel with symbol versions (the
-/// Ubuntu layout of healthy-h100, CONFIG_MODVERSIONS=y) a MOFED Module.symvers newer
-/// than the installed module warns and names the rebuild; older, OK. Without symbol
+/// A MOFED upgrade after peermem was built, the module unreadable as ELF: on a kernel with symbol versions (the Ubuntu layout of
+/// healthy-h100, CONFIG_MODVERSIONS=y) a MOFED Module.symvers newer than the installed
+/// module warns and names the rebuild; older, OK. Without symbol
 /// versions (Debian's kernel) no rebuild is needed, whatever the times.
 #[test]
 fn a_mofed_upgrade_after_the_build_warns_where_symbols_are_versioned() {
@@ -513,7 +513,7 @@ fn a_mofed_upgrade_after_the_build_warns_where_symbols_are_versioned() {
         "{c:?}"
     );
     assert!(
-        fix(c).starts_with("dkms install --force -m peermem-dropin -v "),
+        fix(c).starts_with("dkms build --force -m peermem-dropin -v "),
         "{c:?}"
     );
     touch(symvers, now - Duration::from_secs(7200));
@@ -535,6 +535,181 @@ fn a_mofed_upgrade_after_the_build_warns_where_symbols_are_versioned() {
     let r = run_at(&dir);
     let c = expect(&r, "core-symbols", Verdict::Ok);
     assert!(c.detail.starts_with("the kernel checks no symbol versions (CONFIG_MODVERSIONS is not set in /boot/config-7.0.0-34-generic)"), "{c:?}");
+}
+
+/// A module file (an x86-64 ELF relocatable object) whose version tables record
+/// `crcs`: the extended tables (`__version_ext_crcs`, `__version_ext_names`) as
+/// modpost writes them with CONFIG_EXTENDED_MODVERSIONS, else `__versions`'s 64-byte
+/// entries.
+fn module_with_versions(extended: bool, crcs: &[(&str, u32)]) -> Vec<u8> {
+    use object::write::Object;
+    use object::{Architecture, BinaryFormat, Endianness, SectionKind};
+    let mut obj = Object::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
+    let mut section = |name: &str, data: Vec<u8>| {
+        let id = obj.add_section(
+            Vec::new(),
+            name.as_bytes().to_vec(),
+            SectionKind::ReadOnlyData,
+        );
+        obj.append_section_data(id, &data, 8);
+    };
+    if extended {
+        section(
+            "__version_ext_crcs",
+            crcs.iter().flat_map(|(_, c)| c.to_le_bytes()).collect(),
+        );
+        section(
+            "__version_ext_names",
+            crcs.iter()
+                .flat_map(|(n, _)| n.bytes().chain([0]))
+                .collect(),
+        );
+    } else {
+        let mut table = Vec::new();
+        for (name, crc) in crcs {
+            let mut entry = u64::from(*crc).to_le_bytes().to_vec();
+            entry.extend(name.bytes());
+            entry.resize(64, 0);
+            table.extend(entry);
+        }
+        section("__versions", table);
+    }
+    obj.write().unwrap()
+}
+
+/// Both table formats read back as written; a file that is not ELF reads as `None`,
+/// one without tables as empty.
+#[test]
+fn module_symbol_versions_are_read_from_either_table() {
+    let crcs = [
+        ("module_layout", 0x0bad_cafe),
+        ("ib_register_peer_memory_client", 0x1234_5678),
+        ("ib_unregister_peer_memory_client", 0x9abc_def0),
+    ];
+    for extended in [true, false] {
+        let read = doctor::module_crcs(&module_with_versions(extended, &crcs)).unwrap();
+        assert_eq!(read.len(), 3, "extended {extended}: {read:?}");
+        for (name, crc) in crcs {
+            assert_eq!(read.get(name), Some(&crc), "extended {extended}: {name}");
+        }
+    }
+    // Compressed as the distributions' dkms compress modules: Debian's xz, Ubuntu's
+    // zstd, and gzip.
+    let elf = module_with_versions(true, &crcs);
+    let mut xz = Vec::new();
+    lzma_rs::xz_compress(&mut elf.as_slice(), &mut xz).unwrap();
+    let zst = ruzstd::encoding::compress_to_vec(
+        elf.as_slice(),
+        ruzstd::encoding::CompressionLevel::Fastest,
+    );
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, &elf).unwrap();
+    let gz = gz.finish().unwrap();
+    for (path, bytes) in [
+        ("m.ko", elf.clone()),
+        ("m.ko.xz", xz),
+        ("m.ko.zst", zst),
+        ("m.ko.gz", gz),
+    ] {
+        assert_eq!(
+            doctor::module_image(path, bytes).as_ref(),
+            Some(&elf),
+            "{path}"
+        );
+    }
+    assert_eq!(doctor::module_image("m.ko.zst", b"not zstd".to_vec()), None);
+    assert_eq!(doctor::module_image("m.ko.bz2", elf.clone()), None);
+    assert_eq!(doctor::module_crcs(b"not an ELF file"), None);
+    assert!(doctor::module_crcs(&module_with_versions(false, &[]))
+        .unwrap()
+        .is_empty());
+    let symvers = "0x1234abcd\tib_register_peer_memory_client\tib_core\tEXPORT_SYMBOL\t\n\
+                   0x00000001\tib_unregister_peer_memory_client\tib_core\tEXPORT_SYMBOL\t\n";
+    assert_eq!(
+        doctor::symvers_crc(symvers, "ib_register_peer_memory_client"),
+        Some(0x1234_abcd)
+    );
+    assert_eq!(
+        doctor::symvers_crc(symvers, "ib_unregister_peer_memory_client"),
+        Some(1)
+    );
+    assert_eq!(doctor::symvers_crc(symvers, "ib_register"), None);
+}
+
+/// With symbol versions, the CRCs the installed module records are compared with
+/// MOFED's Module.symvers, whatever the files' times: equal, OK; one differing (a MOFED
+/// upgrade without a rebuild), FAIL naming the symbol, both CRCs and the rebuild; a
+/// module built without MOFED's Module.symvers records none and loads over any ib_core.
+#[test]
+fn core_symbols_compares_the_module_crcs_with_mofed_symvers() {
+    let dir = Scratch::copy_of("healthy-h100", "core-symbols-crc");
+    // Compressed, as Ubuntu's dkms installs it.
+    let module = "/lib/modules/7.0.0-34-generic/updates/dkms/nvidia-peermem.ko.zst";
+    let symvers = "/usr/src/ofa_kernel/x86_64/7.0.0-34-generic/Module.symvers";
+    write(
+        &dir,
+        symvers,
+        "0x1c2d3e4f\tib_register_peer_memory_client\tdrivers/infiniband/core/ib_core\tEXPORT_SYMBOL\t\n\
+         0x5a6b7c8d\tib_unregister_peer_memory_client\tdrivers/infiniband/core/ib_core\tEXPORT_SYMBOL\t\n",
+    );
+    let zstd = |elf: Vec<u8>| {
+        ruzstd::encoding::compress_to_vec(
+            elf.as_slice(),
+            ruzstd::encoding::CompressionLevel::Fastest,
+        )
+    };
+    let built = |register: u32| {
+        zstd(module_with_versions(
+            true,
+            &[
+                ("ib_register_peer_memory_client", register),
+                ("ib_unregister_peer_memory_client", 0x5a6b_7c8d),
+                ("kmalloc_caches", 7),
+            ],
+        ))
+    };
+    write(&dir, module, built(0x1c2d_3e4f));
+    expect_detail(
+        &run_at(&dir),
+        "core-symbols",
+        Verdict::Ok,
+        &format!(
+            "{module} records the symbol versions of MOFED/DOCA-OFED's {symvers} for \
+             ib_register_peer_memory_client and ib_unregister_peer_memory_client"
+        ),
+    );
+    write(&dir, module, built(0x0102_0304));
+    let r = run_at(&dir);
+    let c = expect_detail(
+        &r,
+        "core-symbols",
+        Verdict::Fail,
+        &format!(
+            "{module} was built against another ib_core than MOFED/DOCA-OFED's {symvers}: \
+             the symbol versions differ for ib_register_peer_memory_client (the module \
+             records 0x01020304, ib_core exports 0x1c2d3e4f); the kernel refuses to load \
+             it (\"disagrees about version of symbol\")"
+        ),
+    );
+    assert!(
+        fix(c).starts_with("dkms build --force -m peermem-dropin -v "),
+        "{c:?}"
+    );
+    write(
+        &dir,
+        module,
+        zstd(module_with_versions(false, &[("kmalloc_caches", 7)])),
+    );
+    expect_detail(
+        &run_at(&dir),
+        "core-symbols",
+        Verdict::Ok,
+        &format!(
+            "{module} records no symbol version for ib_register_peer_memory_client and \
+             ib_unregister_peer_memory_client (built without MOFED's Module.symvers): it \
+             loads over any ib_core that exports them"
+        ),
+    );
 }
 
 // ---- other-kernels ----------------------------------------------------------------

@@ -10,6 +10,7 @@
 mod gpu;
 mod kernel;
 mod logs;
+mod modversions;
 mod pcie;
 mod rdma;
 mod toolchain;
@@ -20,6 +21,7 @@ pub use kernel::{
     supported_list, Config, RUST_BUILD_FILES, RUST_CRATES, SUPPORTED_KERNELS_FILE, TARGET_JSON,
 };
 pub use logs::{kernel_log, DMESG_FILE};
+pub use modversions::{module_crcs, module_image, symvers_crc};
 pub use pcie::{acs_control, acs_flags, acs_redirects, Acs, Level, ACS_CAP_ID};
 pub use toolchain::toolchain_in;
 
@@ -907,12 +909,19 @@ fn mofed_symvers(h: &Host<'_>, rel: &str) -> Option<String> {
     .find(|p| h.root.exists(p))
 }
 
+/// The core's symbols peermem imports.
+const CORE_SYMBOLS: [&str; 2] = [
+    "ib_register_peer_memory_client",
+    "ib_unregister_peer_memory_client",
+];
+
 /// Does a MOFED/DOCA-OFED upgrade (a new ib_core, the kernel unchanged) need peermem
 /// rebuilt? Only where the kernel checks symbol versions (`CONFIG_MODVERSIONS`): there
 /// a module built against the old ib_core fails to load ("disagrees about version of
-/// symbol ib_register_peer_memory_client") once the CRCs changed. dkms does not rebuild
-/// on a MOFED upgrade; a MOFED `Module.symvers` newer than the installed module says
-/// that one happened since the build.
+/// symbol ib_register_peer_memory_client") once the CRCs changed. The check compares
+/// the CRCs the installed module records (decompressed where dkms compressed it) with
+/// those of MOFED's `Module.symvers`; a module it cannot read is judged by time: a MOFED `Module.symvers`
+/// newer than the module says an upgrade happened since the build.
 fn core_symbols(h: &Host<'_>) -> Check {
     const ID: &str = "core-symbols";
     let Some(config) = &h.config else {
@@ -944,27 +953,72 @@ fn core_symbols(h: &Host<'_>) -> Check {
             "CONFIG_MODVERSIONS=y, but no MOFED/DOCA-OFED Module.symvers under /usr/src/ofa_kernel",
         );
     };
-    match (h.root.modified(&module), h.root.modified(&symvers)) {
-        (Some(built), Some(mofed)) if mofed > built => {
-            let package = if module.contains("nvidia-peermem") {
-                "peermem-dropin"
-            } else {
-                "peermem"
-            };
-            Check::new(
+    let package = if module.contains("nvidia-peermem") {
+        "peermem-dropin"
+    } else {
+        "peermem"
+    };
+    let rebuild = format!(
+        "dkms build --force -m {package} -v {v} -k {rel} && dkms install --force -m {package} -v {v} -k {rel} (or make && make install)",
+        v = peermem_version()
+    );
+    let recorded = h
+        .root
+        .read_bytes(&module)
+        .ok()
+        .and_then(|bytes| module_image(&module, bytes))
+        .and_then(|elf| module_crcs(&elf));
+    if let (Some(recorded), Some(text)) = (recorded, h.root.read(&symvers)) {
+        let mut differ = Vec::new();
+        let mut unversioned = Vec::new();
+        for sym in CORE_SYMBOLS {
+            match (recorded.get(sym), symvers_crc(&text, sym)) {
+                (Some(&built), Some(now)) if built != now => differ.push(format!(
+                    "{sym} (the module records 0x{built:08x}, ib_core exports 0x{now:08x})"
+                )),
+                (None, Some(_)) => unversioned.push(sym),
+                _ => {}
+            }
+        }
+        if !differ.is_empty() {
+            return Check::new(
                 ID,
-                Verdict::Warn,
+                Verdict::Fail,
                 format!(
-                    "MOFED/DOCA-OFED's {symvers} is newer than {module}: MOFED was upgraded \
-                     since peermem was built, and with CONFIG_MODVERSIONS=y a changed symbol \
-                     version fails its next load"
+                    "{module} was built against another ib_core than MOFED/DOCA-OFED's \
+                     {symvers}: the symbol versions differ for {}; the kernel refuses to \
+                     load it (\"disagrees about version of symbol\")",
+                    differ.join(", ")
                 ),
             )
-            .fix(format!(
-                "dkms install --force -m {package} -v {} -k {rel} (or make && make install)",
-                peermem_version()
-            ))
+            .fix(rebuild);
         }
+        let detail = if unversioned.is_empty() {
+            format!(
+                "{module} records the symbol versions of MOFED/DOCA-OFED's {symvers} \
+                 for {}",
+                CORE_SYMBOLS.join(" and ")
+            )
+        } else {
+            format!(
+                "{module} records no symbol version for {} (built without MOFED's \
+                 Module.symvers): it loads over any ib_core that exports them",
+                unversioned.join(" and ")
+            )
+        };
+        return Check::new(ID, Verdict::Ok, detail);
+    }
+    match (h.root.modified(&module), h.root.modified(&symvers)) {
+        (Some(built), Some(mofed)) if mofed > built => Check::new(
+            ID,
+            Verdict::Warn,
+            format!(
+                "MOFED/DOCA-OFED's {symvers} is newer than {module}: MOFED was upgraded \
+                     since peermem was built, and with CONFIG_MODVERSIONS=y a changed symbol \
+                     version fails its next load"
+            ),
+        )
+        .fix(rebuild),
         _ => Check::new(
             ID,
             Verdict::Ok,
