@@ -188,6 +188,73 @@ if [ -f /peermem/ib_core-25.10.ko ]; then
     rm -rf "/boot/config-$rel" "/lib/modules/$rel/updates" /usr/src/ofa_kernel
 fi
 
+# --- the container entrypoint, peermem agent (docs/fleet.md) ---
+# Run as the DaemonSet's pod runs it, with the host's kernel: started while the RDMA
+# core is away (ib_core unloaded here; reloaded from a build without the fake's suites,
+# which the first release's insertions run), it waits, and loads the drop-in once the
+# core is there; the Network Operator's openibd restart (nvidia_peermem unloaded by
+# name, then the core unloaded and loaded again) has it load the module again, not
+# before the core is a new load;
+# SIGTERM with a live registration: the unload is refused and retried, never forced,
+# and done once the registration ends; beside a packaged peermem it refuses to start.
+A=peermem_agent
+agent_ready() {
+    i=0
+    while [ $i -lt 100 ]; do
+        /peermem/peermem agent probe >/dev/null && return 0
+        sleep 0.1; i=$((i + 1))
+    done
+    echo "not ready after 10 s"; return 1
+}
+# A line of the agent's log, within 5 s (it logs a load once insmod returned, which
+# may be after the probe saw the module).
+agent_said() {
+    i=0
+    while [ $i -lt 50 ]; do grep -q "$1" /tmp/agent.log && return 0; sleep 0.1; i=$((i + 1)); done
+    echo "the agent did not say '$1':"; cat /tmp/agent.log; return 1
+}
+/peermem/peermem agent run --module-file /peermem/nvidia-peermem-production.ko >/tmp/agent.log 2>&1 &
+apid=$!
+sleep 1.5
+check $A waits_for_the_core agent_said "waiting for the RDMA peer-memory core"
+check $A not_ready_before_the_core expect_fail /peermem/peermem agent probe
+load ib_core-nosuites
+check $A loads_once_the_core_is_there agent_ready
+check $A says_what_it_found agent_said "loaded nvidia_peermem: nvidia is loaded; the RDMA peer-memory core is loaded (.ib_core.)"
+unload nvidia_peermem
+# Not loaded again while the core is the same load: it would hold the core and fail
+# the restart's unload of it.
+sleep 2.5
+check $A holds_off_until_the_core_is_reloaded test ! -d /sys/module/nvidia_peermem
+unload ib_core
+check $A not_ready_while_the_core_is_away expect_fail /peermem/peermem agent probe
+load ib_core-nosuites
+check $A loads_again_after_openibd_restart agent_ready
+check $A says_it_was_unloaded agent_said "nvidia_peermem was unloaded from the host"
+echo "alloc 1048576" > $nvctl
+va=$(awk '{ print $2 }' $nvctl)
+echo "reg $va 1048576" > $corectl
+id=$(awk '$1 == "id" { print $2 }' $corectl)
+kill -TERM $apid
+sleep 2
+check $A stop_refused_while_registered /peermem/peermem agent probe
+check $A says_why_it_waits agent_said "cannot unload nvidia_peermem yet: 1 live registration(s)"
+echo "dereg $id" > $corectl
+echo exit > $nvctl
+i=0
+while kill -0 $apid 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+kill -0 $apid 2>/dev/null && kill -KILL $apid
+wait $apid
+rc=$?
+check $A unloaded_once_the_registration_ended test ! -d /sys/module/nvidia_peermem
+check $A exits_0 test $rc -eq 0
+check $A nothing_leaked clean
+load peermem
+check $A refuses_beside_a_packaged_module expect_output "refusing to start: the host already has peermem loaded" \
+    /peermem/peermem agent run --module-file /peermem/nvidia-peermem-production.ko
+unload peermem
+unload ib_core
+
 load ib_core
 unload nvidia
 check $S missing_provider_refused expect_fail insmod /peermem/peermem.ko

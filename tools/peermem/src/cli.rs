@@ -86,4 +86,62 @@ pub enum Cmd {
         #[arg(long)]
         no_nvidia_smi: bool,
     },
+    /// The entrypoint of a container that loads peermem into its node's kernel
+    /// (a Kubernetes DaemonSet beside the GPU and Network Operators; docs/fleet.md)
+    #[command(subcommand)]
+    Agent(AgentCmd),
+}
+
+/// `peermem agent` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum AgentCmd {
+    /// Waits for the GPU driver and the RDMA peer-memory core, loads the module, loads
+    /// it again whenever it leaves the host and they are back, serves /metrics; on
+    /// SIGTERM unloads it, retrying while registrations are live (never forced).
+    /// Refuses to start (exit 3) where another peer-memory client is loaded
+    Run {
+        /// The module file to load (its name, version and srcversion are read from it)
+        #[arg(long, value_name = "FILE")]
+        module_file: PathBuf,
+        /// A module parameter, NAME=VALUE (repeatable)
+        #[arg(long = "param", value_name = "NAME=VALUE")]
+        params: Vec<String>,
+        /// Serve GET /metrics and /healthz on ADDR (host:port)
+        #[arg(long, value_name = "ADDR")]
+        metrics_addr: Option<String>,
+        /// Seconds an unload is retried after SIGTERM while registrations are live
+        #[arg(long, value_name = "SECONDS", default_value_t = 25)]
+        grace: u64,
+        /// After someone else unloaded the module: seconds to wait for the RDMA core or
+        /// the GPU driver to be reloaded (an openibd restart, a driver upgrade) before
+        /// loading it again anyway
+        #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+        reload_after: u64,
+        /// Read every file under DIR instead of / (the host's /sys, /proc, /run)
+        #[arg(long, value_name = "DIR", default_value = "/")]
+        root: PathBuf,
+    },
+    /// Readiness and liveness: exit 0 when the module is loaded and registered
+    /// (initialised: /sys/module/NAME/initstate is live), else 1
+    Probe {
+        /// The module's name
+        #[arg(long, value_name = "NAME", default_value = "nvidia_peermem")]
+        module: String,
+        /// Read every file under DIR instead of /
+        #[arg(long, value_name = "DIR", default_value = "/")]
+        root: PathBuf,
+    },
+    /// The preStop hook: unloads the module, retrying while registrations are live
+    /// until the grace period ends (never forced); exit 1 if it is still loaded then
+    Stop {
+        /// The module's name
+        #[arg(long, value_name = "NAME", default_value = "nvidia_peermem")]
+        module: String,
+        /// Seconds to retry
+        #[arg(long, value_name = "SECONDS", default_value_t = 25)]
+        grace: u64,
+        /// Read every file under DIR instead of /
+        #[arg(long, value_name = "DIR", default_value = "/")]
+        root: PathBuf,
+    },
 }

@@ -5,6 +5,7 @@
 //! Every file it reads is named by its absolute path on a live host (`/sys/...`) and
 //! resolved under a [`Root`] (`/` on a live host, a recorded tree in tests).
 //!
+//! - [`agent`]: the entrypoint of a container that loads peermem on a Kubernetes node.
 //! - [`cli`]: the command line (clap definitions).
 //! - [`status`]: parses the module's debugfs files (`stats`, `pins`) and renders them.
 //! - [`doctor`]: checks whether a host can run peermem and lets applications use it.
@@ -16,6 +17,7 @@
 //! ([`status::Status`], [`doctor::Report`]), under a top-level `schema_version`
 //! ([`JSON_SCHEMA_VERSION`]).
 
+pub mod agent;
 pub mod cli;
 pub mod doctor;
 pub mod nvml;

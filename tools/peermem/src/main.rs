@@ -5,6 +5,8 @@
 //! ```text
 //! peermem status [--json | --prometheus [--textfile-dir DIR]] [--root DIR]
 //! peermem doctor [--json] [--root DIR] [--nvidia-smi-output FILE | --no-nvidia-smi]
+//! peermem agent run --module-file FILE [--param N=V]... [--metrics-addr ADDR] [--grace S]
+//! peermem agent probe|stop [--module NAME]
 //! peermem --version
 //! ```
 //!
@@ -18,11 +20,12 @@
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::error::ErrorKind;
 use clap::Parser;
-use peermem_tool::cli::{Cli, Cmd, Common, EXIT_NOPERM, EXIT_USAGE};
-use peermem_tool::{doctor, nvml, nvsmi, status, Root};
+use peermem_tool::cli::{AgentCmd, Cli, Cmd, Common, EXIT_NOPERM, EXIT_USAGE};
+use peermem_tool::{agent, doctor, nvml, nvsmi, status, Root};
 
 /// The GPU facts for doctor, from wherever the options say: a recorded
 /// `nvidia-smi -q` output, else (on the live host) NVML, else `nvidia-smi -q`.
@@ -169,5 +172,50 @@ fn main() -> ExitCode {
             nvidia_smi_output,
             no_nvidia_smi,
         } => doctor(&common, nvidia_smi_output.as_deref(), no_nvidia_smi),
+        Cmd::Agent(cmd) => ExitCode::from(agent_cmd(cmd)),
+    }
+}
+
+fn agent_cmd(cmd: AgentCmd) -> u8 {
+    match cmd {
+        AgentCmd::Run {
+            module_file,
+            params,
+            metrics_addr,
+            grace,
+            reload_after,
+            root,
+        } => agent::run(
+            &Root::new(root),
+            &agent::RunConfig {
+                file: module_file,
+                params,
+                metrics_addr,
+                grace: Duration::from_secs(grace),
+                interval: Duration::from_secs(1),
+                reload_after: Duration::from_secs(reload_after),
+            },
+        ),
+        AgentCmd::Probe { module, root } => match agent::probe(&Root::new(root), &module) {
+            Ok(detail) => {
+                println!("{detail}");
+                0
+            }
+            Err(why) => {
+                println!("not ready: {why}");
+                1
+            }
+        },
+        AgentCmd::Stop {
+            module,
+            grace,
+            root,
+        } => match agent::unload(&Root::new(root), &module, Duration::from_secs(grace)) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("peermem agent: {e}");
+                1
+            }
+        },
     }
 }

@@ -1,0 +1,428 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! `peermem agent`: the entrypoint of a container that loads peermem into its node's
+//! kernel, beside NVIDIA's GPU Operator and the Network Operator (docs/fleet.md).
+//!
+//! - `agent run` waits for the GPU driver and the RDMA peer-memory core, loads the
+//!   module file (under the drop-in name by default), loads it again whenever it
+//!   disappears from the host (an `openibd restart` by the Network Operator's driver
+//!   container unloads `nvidia_peermem` first, then reloads the RDMA stack) and the
+//!   providers are back, serves `/metrics`, and on SIGTERM unloads it: refused while
+//!   registrations are live, retried until the grace period ends, never forced.
+//! - `agent probe`: readiness and liveness: the module loaded, its initialisation
+//!   finished (`/sys/module/<name>/initstate` "live"). peermem's init registers with
+//!   the peer-memory core and fails the load when the core refuses, so a live module
+//!   is a registered client.
+//! - `agent stop`: the preStop hook: the same unload as on SIGTERM.
+//!
+//! It refuses to start where another peer-memory client is loaded (a packaged
+//! peermem, NVIDIA's nvidia-peermem, Mellanox's nv_peer_mem): never two clients.
+//! Every file is read under a [`Root`] (the host's `/sys`, `/proc` and `/run` as the
+//! DaemonSet mounts them).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use object::{Object, ObjectSection};
+
+use crate::status;
+use crate::Root;
+
+/// Written by the GPU Operator's driver container once nvidia.ko is loaded.
+pub const DRIVER_CTR_READY: &str = "/run/nvidia/validations/.driver-ctr-ready";
+/// Written by the Network Operator's MOFED/DOCA driver container once its RDMA stack
+/// is loaded.
+pub const MOFED_CTR_READY: &str = "/run/mellanox/drivers/.driver-ready";
+/// Peer-memory clients other than peermem's: two cannot be loaded together.
+pub const PEER_CLIENTS: [&str; 3] = ["nvidia_peermem", "peermem", "nv_peer_mem"];
+
+/// What a module file declares (its `.modinfo` section).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModuleFile {
+    /// `name=`: the module's name once loaded (`nvidia_peermem`, `peermem`).
+    pub name: String,
+    /// `version=`.
+    pub version: Option<String>,
+    /// `srcversion=`: the checksum of its sources, also in `/sys/module/<name>/`.
+    pub srcversion: Option<String>,
+}
+
+impl ModuleFile {
+    /// Reads `path` (an uncompressed `.ko`).
+    pub fn read(path: &Path) -> Result<Self, String> {
+        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Self::parse(&bytes).ok_or_else(|| format!("{}: not a kernel module", path.display()))
+    }
+
+    /// The `.modinfo` fields of an ELF module image.
+    pub fn parse(elf: &[u8]) -> Option<Self> {
+        let file = object::File::parse(elf).ok()?;
+        let info = file.section_by_name(".modinfo")?.data().ok()?;
+        let field = |key: &str| {
+            info.split(|&c| c == 0).find_map(|kv| {
+                let kv = std::str::from_utf8(kv).ok()?;
+                kv.strip_prefix(key)?.strip_prefix('=').map(str::to_owned)
+            })
+        };
+        Some(ModuleFile {
+            name: field("name")?,
+            version: field("version"),
+            srcversion: field("srcversion"),
+        })
+    }
+}
+
+/// Is the GPU driver there? `Ok(how it is known)`, `Err(what is missing)`.
+pub fn gpu_driver(root: &Root) -> Result<String, String> {
+    if root.exists(DRIVER_CTR_READY) {
+        Ok(format!(
+            "the GPU Operator's driver container is ready ({DRIVER_CTR_READY})"
+        ))
+    } else if root.is_dir("/sys/module/nvidia") {
+        Ok("nvidia is loaded".to_owned())
+    } else {
+        Err(format!(
+            "the GPU driver: nvidia is not loaded and there is no {DRIVER_CTR_READY}"
+        ))
+    }
+}
+
+/// The module that exports `symbol` now (`[built in]` for the kernel), from
+/// `/proc/kallsyms`.
+fn exporter(root: &Root, symbol: &str) -> Option<String> {
+    root.read("/proc/kallsyms").and_then(|k| {
+        k.lines()
+            .find(|l| l.split_whitespace().nth(2) == Some(symbol))
+            .map(|l| {
+                l.split_whitespace()
+                    .nth(3)
+                    .unwrap_or("[built in]")
+                    .to_owned()
+            })
+    })
+}
+
+/// Which load of module `name` is on the host now: the inode of its `/sys/module`
+/// directory, which sysfs numbers anew at each load. `None`: not loaded.
+pub fn instance(root: &Root, name: &str) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(root.path(&format!("/sys/module/{name}")))
+        .ok()
+        .map(|m| m.ino())
+}
+
+/// The loads of the providers the module depends on: the peer-memory core's exporter
+/// and nvidia.
+fn providers(root: &Root) -> [Option<u64>; 2] {
+    let core = exporter(root, "ib_register_peer_memory_client")
+        .and_then(|m| instance(root, m.trim_start_matches('[').trim_end_matches(']')));
+    [core, instance(root, "nvidia")]
+}
+
+/// Is the RDMA peer-memory core there? `Ok(how it is known)`, `Err(what is missing)`.
+/// The Network Operator's readiness file alone is not enough: it is written once the
+/// stack loaded, and stays while an `openibd restart` reloads it.
+pub fn rdma_core(root: &Root) -> Result<String, String> {
+    match exporter(root, "ib_register_peer_memory_client") {
+        Some(module) if root.exists(MOFED_CTR_READY) => Ok(format!(
+            "the RDMA peer-memory core is loaded ({module}) and the Network Operator's driver \
+             container is ready ({MOFED_CTR_READY})"
+        )),
+        Some(module) => Ok(format!("the RDMA peer-memory core is loaded ({module})")),
+        None => Err(
+            "the RDMA peer-memory core: no loaded module exports ib_register_peer_memory_client \
+             (/proc/kallsyms)"
+                .to_owned(),
+        ),
+    }
+}
+
+/// Another peer-memory client on the host, or `ours` loaded from another file: why
+/// the agent refuses to start. `ours` loaded from the same sources (the same
+/// srcversion: this container's earlier run) is adopted.
+pub fn conflict(root: &Root, ours: &ModuleFile) -> Option<String> {
+    PEER_CLIENTS.iter().find_map(|&name| {
+        let dir = format!("/sys/module/{name}");
+        if !root.is_dir(&dir) {
+            return None;
+        }
+        let srcversion = root.read_trimmed(&format!("{dir}/srcversion"));
+        if name == ours.name && srcversion.is_some() && srcversion == ours.srcversion {
+            return None;
+        }
+        let version = root
+            .read_trimmed(&format!("{dir}/version"))
+            .unwrap_or_else(|| "unknown".to_owned());
+        Some(format!(
+            "the host already has {name} loaded (version {version}, srcversion {}), not this \
+             container's module: two peer-memory clients cannot run together. Unload it first \
+             (a packaged peermem: systemctl disable --now peermem; NVIDIA's or another: rmmod \
+             {name}), or keep this DaemonSet off the node",
+            srcversion.as_deref().unwrap_or("unknown")
+        ))
+    })
+}
+
+/// Readiness and liveness of module `name`: `Ok(detail)` when it is loaded and its
+/// initialisation finished, which means it registered with the peer-memory core.
+pub fn probe(root: &Root, name: &str) -> Result<String, String> {
+    match root
+        .read_trimmed(&format!("/sys/module/{name}/initstate"))
+        .as_deref()
+    {
+        Some("live") => {
+            let refs = root
+                .read_trimmed(&format!("/sys/module/{name}/refcnt"))
+                .unwrap_or_else(|| "?".to_owned());
+            Ok(format!(
+                "{name} is loaded and registered with the peer-memory core (references: {refs})"
+            ))
+        }
+        Some(state) => Err(format!("{name} is {state}, not live")),
+        None => Err(format!("{name} is not loaded")),
+    }
+}
+
+/// The live registrations of loaded module `name` (each holds a module reference).
+pub fn live_registrations(root: &Root, name: &str) -> Option<u64> {
+    root.read_trimmed(&format!("/sys/module/{name}/refcnt"))?
+        .parse()
+        .ok()
+}
+
+/// `/metrics`: peermem's counters and the core's, as `peermem status --prometheus`.
+pub fn metrics(root: &Root) -> String {
+    let core = status::read_core(root);
+    let module = status::loaded_module(root);
+    match status::read(root) {
+        Ok(s) => status::render_prometheus(&s, module, &core),
+        Err(_) => status::render_prometheus_down(module, &core),
+    }
+}
+
+/// Serves `GET /metrics` (and `GET /healthz`: the probe of module `name`) on `addr`
+/// from a thread of its own. Returns the address bound (`addr` may ask for port 0).
+pub fn serve(root: Root, name: String, addr: &str) -> Result<std::net::SocketAddr, String> {
+    let server =
+        tiny_http::Server::http(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let bound = server
+        .server_addr()
+        .to_ip()
+        .ok_or_else(|| format!("{addr} is not an IP address"))?;
+    std::thread::spawn(move || {
+        for request in server.incoming_requests() {
+            let (code, text) = match (request.method(), request.url()) {
+                (tiny_http::Method::Get, "/metrics") => (200, metrics(&root)),
+                (tiny_http::Method::Get, "/healthz") => match probe(&root, &name) {
+                    Ok(d) => (200, d + "\n"),
+                    Err(e) => (503, e + "\n"),
+                },
+                _ => (404, "not found: GET /metrics or /healthz\n".to_owned()),
+            };
+            let header = tiny_http::Header::from_bytes(
+                "Content-Type",
+                "text/plain; version=0.0.4; charset=utf-8",
+            )
+            .expect("a valid header");
+            let _ = request.respond(
+                tiny_http::Response::from_string(text)
+                    .with_status_code(code)
+                    .with_header(header),
+            );
+        }
+    });
+    Ok(bound)
+}
+
+/// Prints one line of the agent's log (standard error: the container's log).
+fn say(msg: &str) {
+    eprintln!("peermem agent: {msg}");
+}
+
+/// Unloads module `name` (rmmod, never forced), retrying while registrations hold it,
+/// until `grace` has passed. `Ok` once it is gone.
+pub fn unload(root: &Root, name: &str, grace: Duration) -> Result<(), String> {
+    let deadline = Instant::now() + grace;
+    let mut said = None;
+    loop {
+        if probe(root, name).is_err() && !root.is_dir(&format!("/sys/module/{name}")) {
+            return Ok(());
+        }
+        let out = Command::new("rmmod")
+            .arg(name)
+            .output()
+            .map_err(|e| format!("cannot run rmmod: {e}"))?;
+        if out.status.success() {
+            say(&format!("unloaded {name}"));
+            return Ok(());
+        }
+        let live = live_registrations(root, name).unwrap_or(0);
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!(
+                "{name} is still loaded after the grace period ({} s): {live} live registration(s) \
+                 hold it ({}); it is never forced out: deregister them (end the jobs using GPU \
+                 memory with RDMA), then rmmod {name}",
+                grace.as_secs(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        if said != Some(live) {
+            say(&format!(
+                "cannot unload {name} yet: {live} live registration(s); retrying until they end \
+                 ({} s of the grace period left; never forced)",
+                left.as_secs()
+            ));
+            said = Some(live);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Loads `file` with `params`.
+fn load(file: &Path, params: &[String]) -> Result<(), String> {
+    let out = Command::new("insmod")
+        .arg(file)
+        .args(params)
+        .output()
+        .map_err(|e| format!("cannot run insmod: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "insmod {} failed: {} (the kernel log says why: dmesg | grep peermem)",
+            file.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// How `agent run` behaves.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// The module file to load.
+    pub file: PathBuf,
+    /// Its parameters (`persistent_api_support=0`, ...).
+    pub params: Vec<String>,
+    /// Where `/metrics` is served (`None`: not served).
+    pub metrics_addr: Option<String>,
+    /// How long an unload is retried after SIGTERM.
+    pub grace: Duration,
+    /// How often the providers and the module are looked at.
+    pub interval: Duration,
+    /// After the module was unloaded by someone else, how long the agent waits for
+    /// the core or the driver to be reloaded before loading it again anyway.
+    pub reload_after: Duration,
+}
+
+/// Exit status of `agent run` refusing to start (another client, a bad module file).
+pub const EXIT_REFUSED: u8 = 3;
+
+/// `agent run`: returns the exit status.
+pub fn run(root: &Root, cfg: &RunConfig) -> u8 {
+    let module = match ModuleFile::read(&cfg.file) {
+        Ok(m) => m,
+        Err(e) => {
+            say(&format!("refusing to start: {e}"));
+            return EXIT_REFUSED;
+        }
+    };
+    let name = module.name.clone();
+    say(&format!(
+        "peermem {} agent: module {name} (version {}) from {}",
+        crate::peermem_version(),
+        module.version.as_deref().unwrap_or("unknown"),
+        cfg.file.display()
+    ));
+    if let Some(why) = conflict(root, &module) {
+        say(&format!("refusing to start: {why}"));
+        return EXIT_REFUSED;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        if let Err(e) = signal_hook::flag::register(sig, Arc::clone(&stop)) {
+            say(&format!("cannot handle signal {sig}: {e}"));
+            return 1;
+        }
+    }
+    if let Some(addr) = &cfg.metrics_addr {
+        match serve(root.clone(), name.clone(), addr) {
+            Ok(bound) => say(&format!("serving /metrics and /healthz on {bound}")),
+            Err(e) => {
+                say(&e);
+                return 1;
+            }
+        }
+    }
+    let mut loaded = false;
+    let mut waiting: Option<(String, Instant)> = None;
+    // Unloaded by someone else: the providers' loads then, and when. An openibd
+    // restart unloads nvidia_peermem first and the RDMA core next: loaded again in
+    // between, the module would hold the core and fail the restart (doca-driver-build
+    // PR 481). So it is loaded again only once the core or the driver is a new load,
+    // or after `reload_after`.
+    let mut held: Option<([Option<u64>; 2], Instant)> = None;
+    while !stop.load(Ordering::Relaxed) {
+        let now_loaded = probe(root, &name).is_ok();
+        if loaded && !now_loaded {
+            say(&format!(
+                "{name} was unloaded from the host (an openibd restart, a driver upgrade): \
+                 loading it again once the RDMA core or the GPU driver has been reloaded, \
+                 or in {} s",
+                cfg.reload_after.as_secs()
+            ));
+            held = Some((providers(root), Instant::now()));
+        }
+        loaded = now_loaded;
+        if let Some((then, since)) = held {
+            let now = providers(root);
+            let reloaded = now.iter().zip(then).any(|(n, t)| n.is_some() && *n != t);
+            if reloaded || since.elapsed() >= cfg.reload_after || loaded {
+                held = None;
+            }
+        }
+        if !loaded && held.is_none() {
+            match gpu_driver(root).and_then(|g| rdma_core(root).map(|c| (g, c))) {
+                Ok((gpu, core)) => match load(&cfg.file, &cfg.params) {
+                    Ok(()) => {
+                        say(&format!("loaded {name}: {gpu}; {core}"));
+                        loaded = true;
+                        waiting = None;
+                    }
+                    Err(e) => say(&e),
+                },
+                Err(missing) => {
+                    // Said when it changes, and every 30 s while it lasts.
+                    let again = match &waiting {
+                        Some((m, at)) => *m != missing || at.elapsed() >= Duration::from_secs(30),
+                        None => true,
+                    };
+                    if again {
+                        say(&format!("waiting for {missing}"));
+                        waiting = Some((missing, Instant::now()));
+                    }
+                }
+            }
+        }
+        sleep_unless(&stop, cfg.interval);
+    }
+    say(&format!("stopping: unloading {name}"));
+    match unload(root, &name, cfg.grace) {
+        Ok(()) => 0,
+        Err(e) => {
+            say(&e);
+            1
+        }
+    }
+}
+
+/// Sleeps for `d`, waking early once `stop` is set.
+fn sleep_unless(stop: &AtomicBool, d: Duration) {
+    let end = Instant::now() + d;
+    while !stop.load(Ordering::Relaxed) && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50).min(end - Instant::now()));
+    }
+}

@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! `peermem agent` on recorded host trees: what it waits for, what it refuses, its
+//! probe, its module file and its /metrics server. Its loads and unloads run against
+//! a real kernel in the dev-VM plan (tests/qemu/plans/test.sh, suite peermem_agent).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use common::{arg, peermem, write, Scratch};
+use peermem_tool::agent::{self, ModuleFile, DRIVER_CTR_READY, MOFED_CTR_READY};
+use peermem_tool::Root;
+
+/// A module image whose `.modinfo` holds `fields` (`key=value`).
+fn module_with_modinfo(fields: &[&str]) -> Vec<u8> {
+    use object::write::Object;
+    use object::{Architecture, BinaryFormat, Endianness, SectionKind};
+    let mut obj = Object::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
+    let id = obj.add_section(Vec::new(), b".modinfo".to_vec(), SectionKind::ReadOnlyData);
+    let data: Vec<u8> = fields.iter().flat_map(|f| f.bytes().chain([0])).collect();
+    obj.append_section_data(id, &data, 1);
+    obj.write().unwrap()
+}
+
+fn ours() -> ModuleFile {
+    ModuleFile {
+        name: "nvidia_peermem".to_owned(),
+        version: Some("0.1.0".to_owned()),
+        srcversion: Some("0123456789ABCDEF0123456".to_owned()),
+    }
+}
+
+fn loaded(dir: &Path, name: &str, srcversion: &str, version: &str) {
+    write(
+        dir,
+        &format!("/sys/module/{name}/srcversion"),
+        format!("{srcversion}\n"),
+    );
+    write(
+        dir,
+        &format!("/sys/module/{name}/version"),
+        format!("{version}\n"),
+    );
+    write(dir, &format!("/sys/module/{name}/initstate"), "live\n");
+    write(dir, &format!("/sys/module/{name}/refcnt"), "0\n");
+}
+
+#[test]
+fn module_file_fields_come_from_modinfo() {
+    let elf = module_with_modinfo(&[
+        "version=0.1.0",
+        "license=Dual MIT/GPL",
+        "srcversion=0123456789ABCDEF0123456",
+        "name=nvidia_peermem",
+        "vermagic=7.3.4+deb13-amd64 SMP preempt mod_unload modversions",
+    ]);
+    assert_eq!(ModuleFile::parse(&elf), Some(ours()));
+    assert_eq!(
+        ModuleFile::parse(&module_with_modinfo(&["license=GPL"])),
+        None
+    );
+    assert_eq!(ModuleFile::parse(b"not a module"), None);
+    let dir = Scratch::new("modinfo");
+    let err = ModuleFile::read(&dir.join("missing.ko")).unwrap_err();
+    assert!(err.contains("missing.ko"), "{err}");
+}
+
+#[test]
+fn waits_for_the_gpu_driver_from_either_source() {
+    let dir = Scratch::new("gpu");
+    let root = Root::new(&*dir);
+    let err = agent::gpu_driver(&root).unwrap_err();
+    assert_eq!(
+        err,
+        format!("the GPU driver: nvidia is not loaded and there is no {DRIVER_CTR_READY}")
+    );
+    std::fs::create_dir_all(dir.join("sys/module/nvidia")).unwrap();
+    assert_eq!(agent::gpu_driver(&root).unwrap(), "nvidia is loaded");
+    write(&dir, DRIVER_CTR_READY, "");
+    assert!(agent::gpu_driver(&root)
+        .unwrap()
+        .contains("driver container is ready"));
+}
+
+/// The Network Operator's readiness file alone is not enough: the core must export
+/// the peer-memory API now (it stays while an openibd restart reloads the stack).
+#[test]
+fn waits_for_a_core_that_exports_the_peer_memory_api() {
+    let dir = Scratch::new("core");
+    let root = Root::new(&*dir);
+    write(&dir, MOFED_CTR_READY, "");
+    write(
+        &dir,
+        "/proc/kallsyms",
+        "ffffffff81000000 T _stext\nffffffffc0a01000 t ib_dealloc_pd\t[ib_core]\n",
+    );
+    let err = agent::rdma_core(&root).unwrap_err();
+    assert!(
+        err.contains("no loaded module exports ib_register_peer_memory_client"),
+        "{err}"
+    );
+    write(
+        &dir,
+        "/proc/kallsyms",
+        "ffffffff81000000 T _stext\nffffffffc0a01234 T ib_register_peer_memory_client\t[ib_uverbs]\n",
+    );
+    let ok = agent::rdma_core(&root).unwrap();
+    assert!(
+        ok.starts_with(
+            "the RDMA peer-memory core is loaded ([ib_uverbs]) and the Network Operator's"
+        ),
+        "{ok}"
+    );
+    std::fs::remove_file(dir.join(&MOFED_CTR_READY[1..])).unwrap();
+    assert_eq!(
+        agent::rdma_core(&root).unwrap(),
+        "the RDMA peer-memory core is loaded ([ib_uverbs])"
+    );
+}
+
+/// Another client, or our name from other sources, refuses the start; our own module
+/// from an earlier run of the container is adopted.
+#[test]
+fn refuses_beside_another_peer_memory_client() {
+    let dir = Scratch::new("conflict");
+    let root = Root::new(&*dir);
+    assert_eq!(agent::conflict(&root, &ours()), None);
+    loaded(&dir, "nvidia_peermem", "0123456789ABCDEF0123456", "0.1.0");
+    assert_eq!(
+        agent::conflict(&root, &ours()),
+        None,
+        "our own, loaded before"
+    );
+    loaded(
+        &dir,
+        "nvidia_peermem",
+        "FEDCBA9876543210FEDCBA9",
+        "580.95.05",
+    );
+    let why = agent::conflict(&root, &ours()).unwrap();
+    assert!(
+        why.starts_with("the host already has nvidia_peermem loaded (version 580.95.05, srcversion FEDCBA9876543210FEDCBA9), not this container's module: two peer-memory clients cannot run together."),
+        "{why}"
+    );
+    std::fs::remove_dir_all(dir.join("sys/module/nvidia_peermem")).unwrap();
+    loaded(&dir, "peermem", "0123456789ABCDEF0123456", "0.1.0");
+    let why = agent::conflict(&root, &ours()).unwrap();
+    assert!(why.contains("systemctl disable --now peermem"), "{why}");
+    std::fs::remove_dir_all(dir.join("sys/module/peermem")).unwrap();
+    std::fs::create_dir_all(dir.join("sys/module/nv_peer_mem")).unwrap();
+    let why = agent::conflict(&root, &ours()).unwrap();
+    assert!(
+        why.starts_with("the host already has nv_peer_mem loaded (version unknown"),
+        "{why}"
+    );
+}
+
+#[test]
+fn the_probe_wants_a_live_module() {
+    let dir = Scratch::new("probe");
+    let root = Root::new(&*dir);
+    assert_eq!(
+        agent::probe(&root, "nvidia_peermem").unwrap_err(),
+        "nvidia_peermem is not loaded"
+    );
+    write(&dir, "/sys/module/nvidia_peermem/initstate", "coming\n");
+    assert_eq!(
+        agent::probe(&root, "nvidia_peermem").unwrap_err(),
+        "nvidia_peermem is coming, not live"
+    );
+    loaded(&dir, "nvidia_peermem", "0123456789ABCDEF0123456", "0.1.0");
+    write(&dir, "/sys/module/nvidia_peermem/refcnt", "2\n");
+    assert_eq!(
+        agent::probe(&root, "nvidia_peermem").unwrap(),
+        "nvidia_peermem is loaded and registered with the peer-memory core (references: 2)"
+    );
+    assert_eq!(agent::live_registrations(&root, "nvidia_peermem"), Some(2));
+    // The command: exit 0 ready, 1 not.
+    let out = peermem(&["agent", "probe", "--root", arg(&dir)]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let out = peermem(&["agent", "probe", "--module", "peermem", "--root", arg(&dir)]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "not ready: peermem is not loaded\n"
+    );
+}
+
+/// `agent run` with a module file that is not one, or beside another client: exit 3,
+/// the reason in its log, nothing loaded.
+#[test]
+fn run_refuses_to_start() {
+    let dir = Scratch::new("run");
+    write(&dir, "/image/nvidia-peermem.ko", "not a module");
+    let file = dir.join("image/nvidia-peermem.ko");
+    let run = || {
+        peermem(&[
+            "agent",
+            "run",
+            "--module-file",
+            arg(&file),
+            "--root",
+            arg(&dir),
+        ])
+    };
+    let out = run();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("refusing to start:"),
+        "{out:?}"
+    );
+    std::fs::write(
+        &file,
+        module_with_modinfo(&["srcversion=0123456789ABCDEF0123456", "name=nvidia_peermem"]),
+    )
+    .unwrap();
+    loaded(&dir, "peermem", "AAAA", "0.0.9");
+    let out = run();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("refusing to start: the host already has peermem loaded (version 0.0.9"),
+        "{log}"
+    );
+}
+
+/// GET over a fresh connection: (status line, body).
+fn get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let status = text.lines().next().unwrap_or_default().to_owned();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[test]
+fn serves_metrics_and_health() {
+    let dir = Scratch::new("metrics");
+    let addr = agent::serve(Root::new(&*dir), "nvidia_peermem".to_owned(), "127.0.0.1:0").unwrap();
+    let (status, body) = get(addr, "/metrics");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(body.lines().any(|l| l == "peermem_up 0"), "{body}");
+    let (status, body) = get(addr, "/healthz");
+    assert_eq!(status, "HTTP/1.1 503 Service Unavailable");
+    assert_eq!(body, "nvidia_peermem is not loaded\n");
+    loaded(&dir, "nvidia_peermem", "0123456789ABCDEF0123456", "0.1.0");
+    let (status, _) = get(addr, "/healthz");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    let (status, _) = get(addr, "/other");
+    assert_eq!(status, "HTTP/1.1 404 Not Found");
+}
