@@ -248,7 +248,7 @@ pub fn unload(root: &Root, name: &str, grace: Duration) -> Result<(), String> {
     let deadline = Instant::now() + grace;
     let mut said = None;
     loop {
-        if probe(root, name).is_err() && !root.is_dir(&format!("/sys/module/{name}")) {
+        if !root.is_dir(&format!("/sys/module/{name}")) {
             return Ok(());
         }
         let out = Command::new("rmmod")

@@ -117,7 +117,8 @@ pub enum AgentCmd {
         /// loading it again anyway
         #[arg(long, value_name = "SECONDS", default_value_t = 300)]
         reload_after: u64,
-        /// Read every file under DIR instead of / (the host's /sys, /proc, /run)
+        /// Read every file under DIR instead of / (the host's /sys, /proc, /run);
+        /// insmod and rmmod still act on the running kernel
         #[arg(long, value_name = "DIR", default_value = "/")]
         root: PathBuf,
     },
@@ -140,7 +141,7 @@ pub enum AgentCmd {
         /// Seconds to retry
         #[arg(long, value_name = "SECONDS", default_value_t = 25)]
         grace: u64,
-        /// Read every file under DIR instead of /
+        /// Read every file under DIR instead of /; rmmod still acts on the running kernel
         #[arg(long, value_name = "DIR", default_value = "/")]
         root: PathBuf,
     },
