@@ -11,20 +11,16 @@ use std::io::Read;
 
 use object::{Object, ObjectSection};
 
-/// A module file's ELF image: the file itself (`.ko`), or decompressed as the
-/// distributions' dkms and kmod compress modules (`.ko.xz` Debian's, `.ko.zst`
-/// Ubuntu's, `.ko.gz`). `None`: another suffix, or a stream that does not decompress.
+/// A module file's ELF image: the file itself (`.ko`), or decompressed where dkms
+/// compressed it with xz (Debian's) or gzip. `None`: another suffix (`.ko.zst`,
+/// Ubuntu's: no zstd decoder here builds with rustc 1.85), or a stream that does not
+/// decompress.
 pub fn module_image(path: &str, bytes: Vec<u8>) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     if path.ends_with(".ko") {
         return Some(bytes);
     } else if path.ends_with(".ko.xz") {
         lzma_rs::xz_decompress(&mut bytes.as_slice(), &mut out).ok()?;
-    } else if path.ends_with(".ko.zst") {
-        ruzstd::decoding::StreamingDecoder::new(bytes.as_slice())
-            .ok()?
-            .read_to_end(&mut out)
-            .ok()?;
     } else if path.ends_with(".ko.gz") {
         flate2::read::GzDecoder::new(bytes.as_slice())
             .read_to_end(&mut out)
