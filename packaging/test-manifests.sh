@@ -5,9 +5,12 @@
 # (docs/fleet.md):
 #   - every resource the kustomization lists exists, and every manifest beside it is
 #     listed;
-#   - each validates, strictly (no unknown field), against the schemas of two current
-#     Kubernetes minor releases with kubernetes-validate (PyPI, pinned below; installed
-#     once into a virtual environment under $PEERMEM_CACHE/venv);
+#   - what `kubectl apply -k` applies for the base and for the build-on-the-node overlay
+#     (deploy/kubernetes/build-on-node; rendered by packaging/render-manifests)
+#     validates, strictly (no unknown field), against the schemas of two current
+#     Kubernetes minor releases with kubernetes-validate (PyPI; pinned in
+#     packaging/manifests-python, installed once into a virtual environment);
+#   - both kustomizations' image tags are this VERSION's;
 #   - the DaemonSet's container command, its probes and its preStop hook parse as the
 #     peermem tool TOOL takes them (the ConfigMap's values put in for $(VAR)), and do
 #     what they say on a node without the module: run refuses for the missing module
@@ -22,16 +25,11 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 tool=${1:?usage: test-manifests.sh TOOL MODULE}
 module=${2:?usage: test-manifests.sh TOOL MODULE}
 D=$ROOT/deploy/kubernetes
-KV_VERSION=1.37.0
 K8S_RELEASES=(1.36.0 1.37.0)
 
-venv=$PEERMEM_CACHE/venv/kubernetes-validate-$KV_VERSION
-if [ ! -x "$venv/bin/kubernetes-validate" ]; then
-	rm -rf "$venv"
-	python3 -m venv "$venv" && "$venv/bin/pip" install -q "kubernetes-validate==$KV_VERSION" ||
-		{ bad "prerequisites: pip install kubernetes-validate==$KV_VERSION into $venv"; finish; }
-fi
-py=$venv/bin/python3
+bin=$("$ROOT/packaging/manifests-python") ||
+	{ bad "prerequisites: the manifests' Python environment (packaging/manifests-python)"; finish; }
+py=$bin/python3
 
 # The kustomization's resources, one per line.
 resources=$("$py" -c 'import sys, yaml; print("\n".join(yaml.safe_load(open(sys.argv[1]))["resources"]))' "$D/kustomization.yaml")
@@ -43,14 +41,28 @@ for f in "$D"/*.yaml; do
 	[ "$n" = kustomization.yaml ] && continue
 	check "kustomization: lists $n" grep -qx "$n" <<<"$resources"
 done
+# What `kubectl apply -k` applies, for the base and the build-on-the-node overlay
+# (packaging/render-manifests), each resource validated.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 for k in "${K8S_RELEASES[@]}"; do
-	for r in $resources; do
-		out=$("$venv/bin/kubernetes-validate" --strict --no-warn -k "$k" "$D/$r" 2>&1)
+	for dir in "$D" "$D/build-on-node"; do
+		name=${dir#"$ROOT"/}
+		if ! "$py" "$ROOT/packaging/render-manifests" "$dir" > "$work/rendered.yaml" 2>"$work/err"; then
+			bad "$name renders (render-manifests)"; sed 's/^/     /' "$work/err"; continue
+		fi
+		out=$("$bin/kubernetes-validate" --strict --no-warn -k "$k" "$work/rendered.yaml" 2>&1)
 		rc=$?
-		if [ "$rc" = 0 ] && ! grep -q ERROR <<<"$out"; then ok "Kubernetes ${k%.*}: $r is valid (strict)"
-		else bad "Kubernetes ${k%.*}: $r is valid (strict)"; sed 's/^/     /' <<<"$out" | head -n 10; fi
+		if [ "$rc" = 0 ] && ! grep -q ERROR <<<"$out"; then ok "Kubernetes ${k%.*}: kubectl apply -k $name: every resource valid (strict)"
+		else bad "Kubernetes ${k%.*}: kubectl apply -k $name: every resource valid (strict)"; sed 's/^/     /' <<<"$out" | head -n 10; fi
 	done
 done
+# The images the kustomizations name are this version's.
+VERSION=$(tr -d '[:space:]' < "$ROOT/VERSION")
+expect "images: the base's tag is the version" \
+	"$("$py" -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["images"][0]["newTag"])' "$D/kustomization.yaml")" "$VERSION"
+expect "images: build-on-node's tag is the version's build image" \
+	"$("$py" -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["images"][0]["newTag"])' "$D/build-on-node/kustomization.yaml")" "$VERSION-build-debian13"
 
 # The commands of the DaemonSet's container, $(VAR) replaced by the ConfigMap's values
 # as the kubelet replaces them: one command per line (kind, then argv), its words
@@ -68,8 +80,8 @@ for kind, argv in [("run", c["command"] + c["args"]),
     print("\x1f".join([kind] + [sub(a) for a in argv]))
 PY
 )
-empty=$(mktemp -d)
-trap 'rm -rf "$empty"' EXIT
+empty=$work/empty
+mkdir -p "$empty"
 while IFS= read -r line; do
 	IFS=$'\x1f' read -r -a argv <<<"$line"
 	kind=${argv[0]} prog=${argv[1]}
