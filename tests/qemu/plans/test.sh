@@ -73,6 +73,8 @@ check $S status_tool_lists_the_pin expect_output "1 live pin" /peermem/peermem s
 check $S doctor_ready_but_for_the_hca expect_output "verdict: not ready; fix first: hca:" /peermem/peermem doctor
 check $S doctor_sees_no_iommu expect_output "no IOMMU: DMA addresses are bus addresses" /peermem/peermem doctor
 check $S doctor_sees_persistent_mode expect_output "OK    pin-mode" /peermem/peermem doctor
+# Registered: peermem holds the core's module (/sys/module/ib_core/holders/peermem).
+check $S doctor_sees_the_client_registered expect_output "OK    client-registered    peermem is registered with ib_core" /peermem/peermem doctor
 check $S rmmod_with_live_registration_fails expect_output "can't unload module 'peermem'" rmmod peermem
 echo "dereg $id" > $corectl
 echo exit > $nvctl

@@ -85,6 +85,14 @@ pub enum Cmd {
         /// Skip the GPU checks (BAR1, MIG, confidential compute: NVML or nvidia-smi)
         #[arg(long)]
         no_nvidia_smi: bool,
+        /// Decide the GPU memory paths (gpu-memory-path) for a job whose environment is
+        /// FILE (NAME=VALUE lines, as `env` prints them) instead of this shell's
+        #[arg(long, value_name = "FILE")]
+        env: Option<PathBuf>,
+        /// Probe the NICs' dma-buf support through this libibverbs (default, when
+        /// --root is / and the build is not statically linked: libibverbs.so.1)
+        #[arg(long, value_name = "LIB")]
+        verbs_lib: Option<PathBuf>,
     },
     /// The entrypoint of a container that loads peermem into its node's kernel
     /// (a Kubernetes DaemonSet beside the GPU and Network Operators; docs/fleet.md)

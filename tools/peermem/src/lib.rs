@@ -24,13 +24,19 @@ pub mod nvml;
 pub mod nvsmi;
 pub mod root;
 pub mod status;
+pub mod verbs;
 pub mod version;
 
 pub use root::Root;
 
-/// The `schema_version` of `status --json` and `doctor --json`: raised when a field
-/// changes meaning or goes away (new fields do not raise it).
+/// The `schema_version` of `status --json`: raised when a field changes meaning or
+/// goes away (new fields do not raise it).
 pub const JSON_SCHEMA_VERSION: u32 = 1;
+
+/// The `schema_version` of `doctor --json`, by the same rule. 2: `client-registered`
+/// moved the checks after `peer-memory-core` one place on (a consumer reading them by
+/// position reads others), with `gpu-memory-path`, `paths` and `path_facts` added.
+pub const DOCTOR_JSON_SCHEMA_VERSION: u32 = 2;
 
 /// This repository's version (the `VERSION` file), which the module declares with
 /// `MODULE_VERSION`: how `doctor` tells our `nvidia_peermem` from NVIDIA's.

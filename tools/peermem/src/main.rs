@@ -25,7 +25,7 @@ use std::time::Duration;
 use clap::error::ErrorKind;
 use clap::Parser;
 use peermem_tool::cli::{AgentCmd, Cli, Cmd, Common, EXIT_NOPERM, EXIT_USAGE};
-use peermem_tool::{agent, doctor, nvml, nvsmi, status, Root};
+use peermem_tool::{agent, doctor, nvml, nvsmi, status, verbs, Root};
 
 /// The GPU facts for doctor, from wherever the options say: a recorded
 /// `nvidia-smi -q` output, else (on the live host) NVML, else `nvidia-smi -q`.
@@ -123,7 +123,13 @@ fn status(common: &Common, prometheus: bool, textfile_dir: Option<&Path>) -> Exi
     }
 }
 
-fn doctor(common: &Common, smi_file: Option<&Path>, no_smi: bool) -> ExitCode {
+fn doctor(
+    common: &Common,
+    smi_file: Option<&Path>,
+    no_smi: bool,
+    env_file: Option<&Path>,
+    verbs_lib: Option<&Path>,
+) -> ExitCode {
     let root = Root::new(&common.root);
     let gpus = match gpu_facts(smi_file, no_smi, &root) {
         Ok(g) => g,
@@ -132,7 +138,30 @@ fn doctor(common: &Common, smi_file: Option<&Path>, no_smi: bool) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let report = doctor::run_with(&root, gpus);
+    let env = match env_file {
+        Some(f) => match std::fs::read_to_string(f)
+            .map_err(|e| e.to_string())
+            .and_then(|t| doctor::Env::parse(&t))
+        {
+            Ok(env) => env,
+            Err(e) => {
+                eprintln!("peermem: --env {}: {e}", f.display());
+                return ExitCode::from(EXIT_USAGE);
+            }
+        },
+        None => doctor::Env::current(),
+    };
+    // libibverbs is loaded with dlopen, which a statically linked build cannot do
+    // safely (as NVML, above).
+    let nics = match verbs_lib {
+        Some(lib) => verbs::probe(&lib.to_string_lossy()),
+        None if !root.is_live() => Err(doctor::unprobed(&root)),
+        None if cfg!(target_feature = "crt-static") => {
+            Err("a statically linked build cannot load libibverbs".to_owned())
+        }
+        None => verbs::probe(verbs::DEFAULT_LIB),
+    };
+    let report = doctor::run_full(&root, gpus, &env, &nics);
     if let Some(why) = doctor::permission_denied(&root) {
         eprintln!("peermem: {why}");
         return ExitCode::from(EXIT_NOPERM);
@@ -171,7 +200,15 @@ fn main() -> ExitCode {
             common,
             nvidia_smi_output,
             no_nvidia_smi,
-        } => doctor(&common, nvidia_smi_output.as_deref(), no_nvidia_smi),
+            env,
+            verbs_lib,
+        } => doctor(
+            &common,
+            nvidia_smi_output.as_deref(),
+            no_nvidia_smi,
+            env.as_deref(),
+            verbs_lib.as_deref(),
+        ),
         Cmd::Agent(cmd) => ExitCode::from(agent_cmd(cmd)),
     }
 }

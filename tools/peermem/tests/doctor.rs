@@ -47,7 +47,8 @@ fn dev_vm_with_fakes_has_no_hca_and_warns_about_detection() {
     assert_eq!(verdict(&r, "peer-memory-core"), Verdict::Ok);
     assert_eq!(
         detail(&r, "peer-memory-core"),
-        "ib_register_peer_memory_client found (module [ib_core])"
+        "ib_register_peer_memory_client found (module [ib_core]): provided by ib_core without a \
+         version, so not MOFED's: the kernel's own (in-box peer_mem)"
     );
     assert_eq!(verdict(&r, "iommu"), Verdict::Ok);
     assert!(detail(&r, "iommu").starts_with("no IOMMU"));
@@ -69,7 +70,7 @@ fn dev_vm_with_fakes_has_no_hca_and_warns_about_detection() {
     // No kernel configuration in the recorded tree: nothing to compare compilers with.
     assert_eq!(verdict(&r, "toolchain"), Verdict::NotApplicable);
     assert_eq!(verdict(&r, "kernel-release"), Verdict::Ok);
-    assert_eq!(r.checks.len(), 22);
+    assert_eq!(r.checks.len(), 24);
 }
 
 #[test]
@@ -418,7 +419,8 @@ fn text_and_json_rendering() {
     );
 }
 
-/// What `peermem doctor --json` prints: `{"schema_version", "ready", "verdict", "checks"}`, each check
+/// What `peermem doctor --json` prints: `{"schema_version", "ready", "verdict", "checks",
+/// "paths", "path_facts"}`, each check
 /// `{"id", "verdict", "detail", "fix"}` with the same results as the library's report.
 #[test]
 fn json_output_has_the_documented_shape() {
@@ -432,10 +434,17 @@ fn json_output_has_the_documented_shape() {
         let v = parse(&String::from_utf8_lossy(&out.stdout));
         assert_eq!(
             keys(&v),
-            ["schema_version", "ready", "verdict", "checks"],
+            [
+                "schema_version",
+                "ready",
+                "verdict",
+                "checks",
+                "paths",
+                "path_facts"
+            ],
             "{case}"
         );
-        assert_eq!(v["schema_version"], json!(1), "{case}");
+        assert_eq!(v["schema_version"], json!(2), "{case}");
         let want = run(case);
         assert_eq!(v["ready"], json!(want.ready()), "{case}");
         assert_eq!(out.status.code(), Some(if want.ready() { 0 } else { 1 }));

@@ -990,6 +990,7 @@ fn checks_run_in_the_order_a_user_fixes_them() {
             "persistent-api",
             "gpu-product",
             "peer-memory-core",
+            "client-registered",
             "core-symbols",
             "hca",
             "pin-mode",
@@ -1002,6 +1003,7 @@ fn checks_run_in_the_order_a_user_fixes_them() {
             "bar1",
             "mig",
             "confidential-compute",
+            "gpu-memory-path",
         ]
     );
 }

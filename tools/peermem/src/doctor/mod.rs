@@ -11,6 +11,7 @@ mod gpu;
 mod kernel;
 mod logs;
 mod modversions;
+mod path;
 mod pcie;
 mod rdma;
 mod toolchain;
@@ -33,6 +34,7 @@ use crate::nvsmi;
 use crate::status::DEBUGFS_DIR;
 use crate::version::DriverVersion;
 use crate::{peermem_version, Root};
+pub use path::{Decision, Env, NicAnswers, Path as GpuPath, ENV_VARS};
 
 /// A check's outcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,6 +108,10 @@ impl Check {
 pub struct Report {
     /// The checks, in the order they ran.
     pub checks: Vec<Check>,
+    /// The registration path of GPU memory per library and NIC (`gpu-memory-path`).
+    pub paths: Vec<Decision>,
+    /// The facts the paths were decided from.
+    pub path_facts: Option<path::Facts>,
 }
 
 impl Report {
@@ -159,13 +165,15 @@ impl Report {
                 let _ = writeln!(out, "{:<4}  {:<20}   -> {}", "", "", fix);
             }
         }
+        out.push_str(&path::render(&self.paths));
         out.push_str(&self.summary());
         out.push('\n');
         out
     }
 
     /// The JSON rendering:
-    /// `{"schema_version":1,"ready":..,"verdict":"..","checks":[{..}]}`.
+    /// `{"schema_version":2,"ready":..,"verdict":"..","checks":[{..}],
+    /// "paths":[{"library":..,"nic":..,"path":..,"why":[..]}],"path_facts":{..}}`.
     pub fn render_json(&self) -> String {
         #[derive(Serialize)]
         struct Json<'a> {
@@ -173,12 +181,16 @@ impl Report {
             ready: bool,
             verdict: String,
             checks: &'a [Check],
+            paths: &'a [Decision],
+            path_facts: &'a Option<path::Facts>,
         }
         let json = Json {
-            schema_version: crate::JSON_SCHEMA_VERSION,
+            schema_version: crate::DOCTOR_JSON_SCHEMA_VERSION,
             ready: self.ready(),
             verdict: self.summary(),
             checks: &self.checks,
+            paths: &self.paths,
+            path_facts: &self.path_facts,
         };
         serde_json::to_string(&json).expect("a report serializes to JSON")
     }
@@ -315,8 +327,24 @@ pub fn run(root: &Root, smi: Option<&str>) -> Report {
     run_with(root, smi.map(nvsmi::parse))
 }
 
-/// Runs every check, with the GPU facts `gpus` (from NVML or `nvidia-smi -q`), if any.
+/// Runs every check, with the GPU facts `gpus` (from NVML or `nvidia-smi -q`), if any,
+/// deciding the paths for an empty environment with no NIC probed.
 pub fn run_with(root: &Root, gpus: Option<nvsmi::Report>) -> Report {
+    run_full(root, gpus, &Env::default(), &Err(unprobed(root)))
+}
+
+/// Why the NICs were not probed where nothing says how.
+pub fn unprobed(root: &Root) -> String {
+    if root.is_live() {
+        "not probed".to_owned()
+    } else {
+        "--root is not this host".to_owned()
+    }
+}
+
+/// Runs every check, with the GPU facts `gpus`, and decides the registration paths for
+/// a job's environment `env` and the NICs' answers `nics` to the dma-buf probe.
+pub fn run_full(root: &Root, gpus: Option<nvsmi::Report>, env: &Env, nics: &NicAnswers) -> Report {
     let smi = gpus;
     let release = root.read_trimmed("/proc/sys/kernel/osrelease");
     let host = Host {
@@ -341,6 +369,7 @@ pub fn run_with(root: &Root, gpus: Option<nvsmi::Report>) -> Report {
     checks.extend(nvidia_version(&host));
     checks.push(gpu::gpu_product(&host));
     checks.push(peer_memory_core(&host));
+    checks.push(client_registered(&host));
     checks.push(core_symbols(&host));
     checks.push(rdma::hca(&host));
     checks.push(pin_mode(&host));
@@ -351,7 +380,14 @@ pub fn run_with(root: &Root, gpus: Option<nvsmi::Report>) -> Report {
     checks.push(iommu(&host));
     checks.push(pcie::pcie_path(&host));
     checks.extend(smi_checks(&host));
-    Report { checks }
+    let facts = path::facts(&host, env);
+    let paths = path::decide(&facts, env, nics);
+    checks.push(path::check(&paths, &facts, nics));
+    Report {
+        checks,
+        paths,
+        path_facts: Some(facts),
+    }
 }
 
 /// Where systemd-modules-load reads the modules to load at boot, in its order.
@@ -1027,24 +1063,60 @@ fn core_symbols(h: &Host<'_>) -> Check {
     }
 }
 
+/// The module that provides the peer-memory API (kallsyms' `[module]`), if any.
+fn core_module<'h>(h: &'h Host<'_>) -> Option<&'h str> {
+    h.kallsyms_has("ib_register_peer_memory_client")?
+        .split_whitespace()
+        .nth(3)
+        .map(|m| m.trim_start_matches('[').trim_end_matches(']'))
+}
+
+/// Who provides peer-memory core module `m`: MOFED/DOCA-OFED (its ib_core has a
+/// version, and is installed in updates/), or the distribution's own ib_core (the
+/// in-box peer_mem.c of Ubuntu's, NV-Kernels' or openEuler's trees; docs/abi.md 8).
+fn core_provider(h: &Host<'_>, m: &str) -> String {
+    if let Some(v) = h.module_version(m) {
+        return format!("MOFED/DOCA-OFED {m} {v}");
+    }
+    let file = h.release.as_deref().and_then(|r| {
+        let dep = h.root.read(&format!("/lib/modules/{r}/modules.dep"))?;
+        dep.lines().find_map(|l| {
+            let f = l.split(':').next()?;
+            let base = f.rsplit('/').next()?;
+            (base.split('.').next() == Some(m)).then(|| f.to_owned())
+        })
+    });
+    match file {
+        Some(f) if f.starts_with("updates/") || f.starts_with("extra/") => {
+            format!("an out-of-tree {m} without a version ({f})")
+        }
+        Some(f) => format!("the kernel's own {m} (in-box peer_mem, {f})"),
+        None => {
+            format!("{m} without a version, so not MOFED's: the kernel's own (in-box peer_mem)")
+        }
+    }
+}
+
 fn peer_memory_core(h: &Host<'_>) -> Check {
     const ID: &str = "peer-memory-core";
     let Some(_) = h.kallsyms else {
         return Check::new(ID, Verdict::Warn, "cannot read /proc/kallsyms")
             .fix("run peermem doctor as root");
     };
-    match h.kallsyms_has("ib_register_peer_memory_client") {
-        Some(line) => {
-            let module = line
-                .split_whitespace()
-                .nth(3)
-                .map_or("built in".to_owned(), |m| format!("module {m}"));
-            Check::new(
-                ID,
-                Verdict::Ok,
-                format!("ib_register_peer_memory_client found ({module})"),
-            )
-        }
+    match core_module(h) {
+        Some(m) => Check::new(
+            ID,
+            Verdict::Ok,
+            format!(
+                "ib_register_peer_memory_client found (module [{m}]): provided by {}",
+                core_provider(h, m)
+            ),
+        ),
+        None if h.kallsyms_has("ib_register_peer_memory_client").is_some() => Check::new(
+            ID,
+            Verdict::Ok,
+            "ib_register_peer_memory_client found (built in): provided by the kernel's own ib_core (in-box peer_mem)",
+        ),
         None if h.module("ib_core") => Check::new(
             ID,
             Verdict::Fail,
@@ -1059,6 +1131,77 @@ fn peer_memory_core(h: &Host<'_>) -> Check {
         )
         .fix("install MOFED/DOCA-OFED and modprobe ib_core"),
     }
+}
+
+/// Is the loaded peer-memory client registered with the core? A client registers by
+/// calling the core's exports, so it holds a reference on the core's module
+/// (`/sys/module/<core>/holders/<client>`). A client module loaded without one was
+/// built without the core's symbols and registered nothing: "GPU Direct RDMA
+/// Disabled" in NCCL (NCCL issue 1939).
+fn client_registered(h: &Host<'_>) -> Check {
+    const ID: &str = "client-registered";
+    let client = [DROPIN, NATIVE, "nv_peer_mem"]
+        .into_iter()
+        .find(|m| h.module(m));
+    let Some(client) = client else {
+        return Check::new(
+            ID,
+            Verdict::NotApplicable,
+            "no peer-memory client module is loaded",
+        );
+    };
+    let Some(core) = core_module(h) else {
+        return Check::new(
+            ID,
+            Verdict::NotApplicable,
+            format!("{client} is loaded; no peer-memory core module to register with (peer-memory-core)"),
+        );
+    };
+    let holders = format!("/sys/module/{core}/holders");
+    if !h.root.is_dir(&holders) {
+        return Check::new(
+            ID,
+            Verdict::NotApplicable,
+            format!("{client} is loaded; {holders} cannot be read"),
+        );
+    }
+    let seen = DETECTION_PATHS
+        .iter()
+        .filter(|p| h.root.exists(p))
+        .copied()
+        .collect::<Vec<_>>();
+    if h.root.exists(&format!("{holders}/{client}")) {
+        return Check::new(
+            ID,
+            Verdict::Ok,
+            format!(
+                "{client} is registered with {core} (it holds {core}; applications see {})",
+                if seen.is_empty() {
+                    "none of their paths".to_owned()
+                } else {
+                    seen.join(", ")
+                }
+            ),
+        );
+    }
+    let fix = if matches!(h.client(), Client::Nvidia { .. }) {
+        format!(
+            "rebuild NVIDIA's nvidia-peermem against the peer-memory core's sources (MOFED/DOCA-OFED's /usr/src/ofa_kernel, or the kernel's own ib_core), then rmmod {client} && modprobe {client}; or use peermem's drop-in instead (docs/install.md)"
+        )
+    } else {
+        format!(
+            "rebuild against the core: dkms build --force peermem-dropin/{v} -k $(uname -r) && dkms install --force peermem-dropin/{v} -k $(uname -r), then rmmod {client} && modprobe {client}",
+            v = peermem_version()
+        )
+    };
+    Check::new(
+        ID,
+        Verdict::Fail,
+        format!(
+            "{client} is loaded but not registered with the peer-memory core: it holds no reference on {core}, so it was built without the core's symbols and registered no client; NCCL reports \"GPU Direct RDMA Disabled\" (NCCL issue 1939)"
+        ),
+    )
+    .fix(fix)
 }
 
 fn iommu(h: &Host<'_>) -> Check {
