@@ -110,6 +110,19 @@ mkdir -p "$F/usr/src/ofa_kernel/x86_64/$KVER"; touch "$F/usr/src/ofa_kernel/x86_
 rm "$F/sys/module/nvidia/version"
 got=$(FIND_SYMVERS_ROOT=$F ARCH=x86_64 "$ROOT/packaging/find-symvers" "$KVER" 2>/dev/null)
 check "find-symvers: per-arch MOFED first, newest nvidia" test "$got" = "$F/usr/src/ofa_kernel/x86_64/$KVER/Module.symvers $F/usr/src/nvidia-580.65.06/Module.symvers"
+# The kernel's own ib_core with the in-box peer-memory core (Ubuntu's, NV-Kernels'):
+# its exports are the kernel's (no extra symbols), said on stderr; MOFED's, where it is
+# installed too, wins (its ib_core is the one that loads, from updates/).
+I=$TMP/inbox
+mkdir -p "$I/lib/modules/$KVER/build" "$I/usr/src/nvidia-580.65.06"
+touch "$I/usr/src/nvidia-580.65.06/Module.symvers"
+printf '0x1\tib_register_peer_memory_client\tdrivers/infiniband/core/ib_core\tEXPORT_SYMBOL\t\n' > "$I/lib/modules/$KVER/build/Module.symvers"
+got=$(FIND_SYMVERS_ROOT=$I ARCH=x86_64 "$ROOT/packaging/find-symvers" "$KVER" 2>"$TMP/inbox.err")
+check "find-symvers: in-box core: only nvidia's, exit 0" test "$got" = "$I/usr/src/nvidia-580.65.06/Module.symvers"
+check "find-symvers: in-box core: says it is the kernel's own" grep -q "the kernel's own ib_core exports the peer-memory core (in-box" "$TMP/inbox.err"
+mkdir -p "$I/usr/src/ofa_kernel/default"; touch "$I/usr/src/ofa_kernel/default/Module.symvers"
+got=$(FIND_SYMVERS_ROOT=$I ARCH=x86_64 "$ROOT/packaging/find-symvers" "$KVER" 2>/dev/null)
+check "find-symvers: MOFED over the in-box core when both are installed" test "$got" = "$I/usr/src/ofa_kernel/default/Module.symvers $I/usr/src/nvidia-580.65.06/Module.symvers"
 E=$TMP/empty; mkdir -p "$E"
 check "find-symvers: fails when nothing is found" bash -c "! FIND_SYMVERS_ROOT='$E' '$ROOT/packaging/find-symvers' '$KVER' >/dev/null 2>&1"
 conf=$(env -i PATH="$PATH" FIND_SYMVERS_ROOT="$F" ARCH=x86_64 bash -c '
