@@ -123,6 +123,16 @@ check "find-symvers: in-box core: says it is the kernel's own" grep -q "the kern
 mkdir -p "$I/usr/src/ofa_kernel/default"; touch "$I/usr/src/ofa_kernel/default/Module.symvers"
 got=$(FIND_SYMVERS_ROOT=$I ARCH=x86_64 "$ROOT/packaging/find-symvers" "$KVER" 2>/dev/null)
 check "find-symvers: MOFED over the in-box core when both are installed" test "$got" = "$I/usr/src/ofa_kernel/default/Module.symvers $I/usr/src/nvidia-580.65.06/Module.symvers"
+# dkms 3.2 (Debian 13): a module's Module.symvers beside the built module, its build
+# tree removed.
+D=$TMP/dkms32
+mkdir -p "$D/lib/modules/$KVER/build" "$D/var/lib/dkms/nvidia/580.95.05/$KVER/x86_64/module" \
+	"$D/var/lib/dkms/mlnx-ofed-kernel/25.07/$KVER/x86_64/module"
+touch "$D/var/lib/dkms/nvidia/580.95.05/$KVER/x86_64/module/Module.symvers" \
+	"$D/var/lib/dkms/mlnx-ofed-kernel/25.07/$KVER/x86_64/module/Module.symvers"
+got=$(FIND_SYMVERS_ROOT=$D ARCH=x86_64 "$ROOT/packaging/find-symvers" "$KVER" 2>/dev/null)
+check "find-symvers: dkms 3.2's layout (module/Module.symvers) for MOFED and nvidia" test "$got" = \
+	"$D/var/lib/dkms/mlnx-ofed-kernel/25.07/$KVER/x86_64/module/Module.symvers $D/var/lib/dkms/nvidia/580.95.05/$KVER/x86_64/module/Module.symvers"
 E=$TMP/empty; mkdir -p "$E"
 check "find-symvers: fails when nothing is found" bash -c "! FIND_SYMVERS_ROOT='$E' '$ROOT/packaging/find-symvers' '$KVER' >/dev/null 2>&1"
 conf=$(env -i PATH="$PATH" FIND_SYMVERS_ROOT="$F" ARCH=x86_64 bash -c '

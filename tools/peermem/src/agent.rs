@@ -318,6 +318,86 @@ pub struct RunConfig {
     pub reload_after: Duration,
 }
 
+/// What one poll of the agent's loop found (`Watch::poll`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Poll {
+    /// The module is loaded.
+    Loaded,
+    /// Not loaded, and not to be loaded yet: it was unloaded by someone else and
+    /// neither provider has been reloaded since (or this poll found it gone).
+    WentAway,
+    /// It went away since the last poll, and a provider has been reloaded already:
+    /// load it.
+    WentAwayReload,
+    /// Not loaded, and still held off.
+    Hold,
+    /// Not loaded: load it (when the providers are there).
+    Load,
+}
+
+/// The agent's view of its module from one poll to the next.
+///
+/// Unloaded by someone else, the module is loaded again only once the RDMA core or
+/// the GPU driver is a new load (another `/sys/module` directory than while the module
+/// was last seen loaded), or after `reload_after`. An openibd restart unloads
+/// nvidia_peermem first and the RDMA core next: loaded again in between, the module
+/// would hold the core and fail the restart (doca-driver-build PR 481). The providers
+/// compared against are those of the last poll that saw the module loaded, not those
+/// of the poll that found it gone: a restart that finished between two polls has
+/// reloaded the core already, and waits for no other reload.
+#[derive(Debug, Default)]
+pub struct Watch {
+    loaded: bool,
+    /// The providers' loads at the last poll that saw the module loaded.
+    seen: [Option<u64>; 2],
+    /// Unloaded by someone else: the providers' loads while it was last seen, and
+    /// when it was found gone.
+    held: Option<([Option<u64>; 2], Instant)>,
+}
+
+impl Watch {
+    /// One poll at `now`: the module `now_loaded` or not, the providers' loads
+    /// `providers` (`/sys/module` inodes of the core's module and nvidia).
+    pub fn poll(
+        &mut self,
+        now_loaded: bool,
+        providers: [Option<u64>; 2],
+        now: Instant,
+        reload_after: Duration,
+    ) -> Poll {
+        if now_loaded {
+            self.loaded(providers);
+            return Poll::Loaded;
+        }
+        let went_away = std::mem::replace(&mut self.loaded, false);
+        if went_away {
+            self.held = Some((self.seen, now));
+        }
+        if let Some((then, since)) = self.held {
+            let reloaded = providers
+                .iter()
+                .zip(then)
+                .any(|(n, t)| n.is_some() && *n != t);
+            if reloaded || now.saturating_duration_since(since) >= reload_after {
+                self.held = None;
+            }
+        }
+        match (went_away, self.held.is_some()) {
+            (true, true) => Poll::WentAway,
+            (true, false) => Poll::WentAwayReload,
+            (false, true) => Poll::Hold,
+            (false, false) => Poll::Load,
+        }
+    }
+
+    /// The module is loaded (by this agent or found so), with the providers `providers`.
+    pub fn loaded(&mut self, providers: [Option<u64>; 2]) {
+        self.loaded = true;
+        self.seen = providers;
+        self.held = None;
+    }
+}
+
 /// Exit status of `agent run` refusing to start (another client, a bad module file).
 pub const EXIT_REFUSED: u8 = 3;
 
@@ -357,39 +437,29 @@ pub fn run(root: &Root, cfg: &RunConfig) -> u8 {
             }
         }
     }
-    let mut loaded = false;
+    let mut watch = Watch::default();
     let mut waiting: Option<(String, Instant)> = None;
-    // Unloaded by someone else: the providers' loads then, and when. An openibd
-    // restart unloads nvidia_peermem first and the RDMA core next: loaded again in
-    // between, the module would hold the core and fail the restart (doca-driver-build
-    // PR 481). So it is loaded again only once the core or the driver is a new load,
-    // or after `reload_after`.
-    let mut held: Option<([Option<u64>; 2], Instant)> = None;
     while !stop.load(Ordering::Relaxed) {
-        let now_loaded = probe(root, &name).is_ok();
-        if loaded && !now_loaded {
+        let poll = watch.poll(
+            probe(root, &name).is_ok(),
+            providers(root),
+            Instant::now(),
+            cfg.reload_after,
+        );
+        if poll == Poll::WentAway || poll == Poll::WentAwayReload {
             say(&format!(
                 "{name} was unloaded from the host (an openibd restart, a driver upgrade): \
                  loading it again once the RDMA core or the GPU driver has been reloaded, \
                  or in {} s",
                 cfg.reload_after.as_secs()
             ));
-            held = Some((providers(root), Instant::now()));
         }
-        loaded = now_loaded;
-        if let Some((then, since)) = held {
-            let now = providers(root);
-            let reloaded = now.iter().zip(then).any(|(n, t)| n.is_some() && *n != t);
-            if reloaded || since.elapsed() >= cfg.reload_after || loaded {
-                held = None;
-            }
-        }
-        if !loaded && held.is_none() {
+        if poll == Poll::Load || poll == Poll::WentAwayReload {
             match gpu_driver(root).and_then(|g| rdma_core(root).map(|c| (g, c))) {
                 Ok((gpu, core)) => match load(&cfg.file, &cfg.params) {
                     Ok(()) => {
                         say(&format!("loaded {name}: {gpu}; {core}"));
-                        loaded = true;
+                        watch.loaded(providers(root));
                         waiting = None;
                     }
                     Err(e) => say(&e),

@@ -260,3 +260,90 @@ fn serves_metrics_and_health() {
     let (status, _) = get(addr, "/other");
     assert_eq!(status, "HTTP/1.1 404 Not Found");
 }
+
+// ---- the hold-off after an external unload (agent::Watch) ---------------------------
+
+const CORE_A: [Option<u64>; 2] = [Some(100), Some(7)];
+const CORE_B: [Option<u64>; 2] = [Some(200), Some(7)];
+const NO_CORE: [Option<u64>; 2] = [None, Some(7)];
+const RELOAD_AFTER: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// An openibd restart that ends between two polls: the module went away and the core
+/// is a new load already. The agent loads the module at once. (It compared with the
+/// providers of the poll that found the module gone, the new core's, and waited 300 s
+/// for a reload that had happened: part fleet's "openibd restart" under load.)
+#[test]
+fn a_restart_between_two_polls_loads_at_once() {
+    let t = std::time::Instant::now();
+    let mut w = agent::Watch::default();
+    assert_eq!(w.poll(true, CORE_A, t, RELOAD_AFTER), agent::Poll::Loaded);
+    assert_eq!(
+        w.poll(false, CORE_B, t, RELOAD_AFTER),
+        agent::Poll::WentAwayReload
+    );
+}
+
+/// The restart seen step by step: held while the old core is there and while none is,
+/// loaded once the new one is.
+#[test]
+fn held_until_the_core_is_a_new_load() {
+    let t = std::time::Instant::now();
+    let s = std::time::Duration::from_secs(1);
+    let mut w = agent::Watch::default();
+    assert_eq!(w.poll(true, CORE_A, t, RELOAD_AFTER), agent::Poll::Loaded);
+    assert_eq!(
+        w.poll(false, CORE_A, t + s, RELOAD_AFTER),
+        agent::Poll::WentAway
+    );
+    assert_eq!(
+        w.poll(false, CORE_A, t + 2 * s, RELOAD_AFTER),
+        agent::Poll::Hold
+    );
+    assert_eq!(
+        w.poll(false, NO_CORE, t + 3 * s, RELOAD_AFTER),
+        agent::Poll::Hold
+    );
+    assert_eq!(
+        w.poll(false, CORE_B, t + 4 * s, RELOAD_AFTER),
+        agent::Poll::Load
+    );
+    // Loaded again, a later unload compares with the new core.
+    w.loaded(CORE_B);
+    assert_eq!(
+        w.poll(false, CORE_B, t + 5 * s, RELOAD_AFTER),
+        agent::Poll::WentAway
+    );
+}
+
+/// Neither provider reloaded: held for reload_after, then loaded.
+#[test]
+fn held_no_longer_than_reload_after() {
+    let t = std::time::Instant::now();
+    let mut w = agent::Watch::default();
+    assert_eq!(w.poll(true, CORE_A, t, RELOAD_AFTER), agent::Poll::Loaded);
+    assert_eq!(
+        w.poll(false, CORE_A, t, RELOAD_AFTER),
+        agent::Poll::WentAway
+    );
+    assert_eq!(
+        w.poll(
+            false,
+            CORE_A,
+            t + RELOAD_AFTER - std::time::Duration::from_secs(1),
+            RELOAD_AFTER
+        ),
+        agent::Poll::Hold
+    );
+    assert_eq!(
+        w.poll(false, CORE_A, t + RELOAD_AFTER, RELOAD_AFTER),
+        agent::Poll::Load
+    );
+}
+
+/// At start nothing is held: the module is loaded as soon as the providers are there.
+#[test]
+fn nothing_held_at_start() {
+    let t = std::time::Instant::now();
+    let mut w = agent::Watch::default();
+    assert_eq!(w.poll(false, NO_CORE, t, RELOAD_AFTER), agent::Poll::Load);
+}
