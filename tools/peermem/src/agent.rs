@@ -48,6 +48,9 @@ pub struct ModuleFile {
     pub version: Option<String>,
     /// `srcversion=`: the checksum of its sources, also in `/sys/module/<name>/`.
     pub srcversion: Option<String>,
+    /// `depends=`: the modules it binds to when loaded (the peer-memory core's module
+    /// and nvidia), in that field's order.
+    pub depends: Vec<String>,
 }
 
 impl ModuleFile {
@@ -71,6 +74,14 @@ impl ModuleFile {
             name: field("name")?,
             version: field("version"),
             srcversion: field("srcversion"),
+            depends: field("depends")
+                .map(|d| {
+                    d.split(',')
+                        .filter(|m| !m.is_empty())
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
     }
 }
@@ -114,12 +125,28 @@ pub fn instance(root: &Root, name: &str) -> Option<u64> {
         .map(|m| m.ino())
 }
 
-/// The loads of the providers the module depends on: the peer-memory core's exporter
-/// and nvidia.
-fn providers(root: &Root) -> [Option<u64>; 2] {
-    let core = exporter(root, "ib_register_peer_memory_client")
-        .and_then(|m| instance(root, m.trim_start_matches('[').trim_end_matches(']')));
-    [core, instance(root, "nvidia")]
+/// The loads of the modules `deps` on the host now (`instance` of each).
+pub fn providers(root: &Root, deps: &[String]) -> Vec<Option<u64>> {
+    deps.iter().map(|d| instance(root, d)).collect()
+}
+
+/// The loads of the modules `deps` that module `user` is bound to: for each, the
+/// instance of its `/sys/module` directory where that same directory lists `user`
+/// among its holders, else `None`. The directory is opened once and both are read
+/// through that descriptor, so an instance returned is one `user` held: a provider
+/// reloaded while this reads (an openibd restart between the probe and this call) is
+/// not taken for the one the module was bound to.
+pub fn bound_providers(root: &Root, deps: &[String], user: &str) -> Vec<Option<u64>> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    deps.iter()
+        .map(|d| {
+            let dir = std::fs::File::open(root.path(&format!("/sys/module/{d}"))).ok()?;
+            let ino = dir.metadata().ok()?.ino();
+            let holder = format!("/proc/self/fd/{}/holders/{user}", dir.as_raw_fd());
+            std::fs::symlink_metadata(holder).ok().map(|_| ino)
+        })
+        .collect()
 }
 
 /// Is the RDMA peer-memory core there? `Ok(how it is known)`, `Err(what is missing)`.
@@ -324,7 +351,8 @@ pub enum Poll {
     /// The module is loaded.
     Loaded,
     /// Not loaded, and not to be loaded yet: it was unloaded by someone else and
-    /// neither provider has been reloaded since (or this poll found it gone).
+    /// none of the providers it was bound to has been reloaded since (or this poll
+    /// found it gone).
     WentAway,
     /// It went away since the last poll, and a provider has been reloaded already:
     /// load it.
@@ -335,50 +363,67 @@ pub enum Poll {
     Load,
 }
 
+/// What one poll read of the host, providers in the order of the module's `depends=`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Sample {
+    /// The module is loaded, bound to these loads of its providers (`bound_providers`:
+    /// `None` where that could not be read this time).
+    Loaded(Vec<Option<u64>>),
+    /// The module is not loaded; its providers' loads now (`providers`).
+    Gone(Vec<Option<u64>>),
+}
+
+impl Sample {
+    /// Reads module `name`'s state and its providers `deps` on `root`.
+    pub fn read(root: &Root, name: &str, deps: &[String]) -> Self {
+        if probe(root, name).is_ok() {
+            Sample::Loaded(bound_providers(root, deps, name))
+        } else {
+            Sample::Gone(providers(root, deps))
+        }
+    }
+}
+
 /// The agent's view of its module from one poll to the next.
 ///
 /// Unloaded by someone else, the module is loaded again only once the RDMA core or
-/// the GPU driver is a new load (another `/sys/module` directory than while the module
-/// was last seen loaded), or after `reload_after`. An openibd restart unloads
+/// the GPU driver is a new load (another `/sys/module` directory than the one the
+/// module was bound to), or after `reload_after`. An openibd restart unloads
 /// nvidia_peermem first and the RDMA core next: loaded again in between, the module
 /// would hold the core and fail the restart (doca-driver-build PR 481). The providers
-/// compared against are those of the last poll that saw the module loaded, not those
-/// of the poll that found it gone: a restart that finished between two polls has
-/// reloaded the core already, and waits for no other reload.
+/// compared against are those the module was last seen bound to, not those of the
+/// poll that found it gone: a restart that finished between two polls has reloaded
+/// the core already, and waits for no other reload.
 #[derive(Debug, Default)]
 pub struct Watch {
     loaded: bool,
-    /// The providers' loads at the last poll that saw the module loaded.
-    seen: [Option<u64>; 2],
-    /// Unloaded by someone else: the providers' loads while it was last seen, and
-    /// when it was found gone.
-    held: Option<([Option<u64>; 2], Instant)>,
+    /// The providers' loads the module was last seen bound to.
+    seen: Vec<Option<u64>>,
+    /// Unloaded by someone else: the providers' loads it was bound to, and when it was
+    /// found gone.
+    held: Option<(Vec<Option<u64>>, Instant)>,
 }
 
 impl Watch {
-    /// One poll at `now`: the module `now_loaded` or not, the providers' loads
-    /// `providers` (`/sys/module` inodes of the core's module and nvidia).
-    pub fn poll(
-        &mut self,
-        now_loaded: bool,
-        providers: [Option<u64>; 2],
-        now: Instant,
-        reload_after: Duration,
-    ) -> Poll {
-        if now_loaded {
-            self.loaded(providers);
-            return Poll::Loaded;
-        }
+    /// One poll at `now` that read `sample`.
+    pub fn poll(&mut self, sample: Sample, now: Instant, reload_after: Duration) -> Poll {
+        let current = match sample {
+            Sample::Loaded(bound) => {
+                self.loaded(bound);
+                return Poll::Loaded;
+            }
+            Sample::Gone(current) => current,
+        };
         let went_away = std::mem::replace(&mut self.loaded, false);
         if went_away {
-            self.held = Some((self.seen, now));
+            self.held = Some((self.seen.clone(), now));
         }
-        if let Some((then, since)) = self.held {
-            let reloaded = providers
+        if let Some((then, since)) = &self.held {
+            let reloaded = current
                 .iter()
                 .zip(then)
-                .any(|(n, t)| n.is_some() && *n != t);
-            if reloaded || now.saturating_duration_since(since) >= reload_after {
+                .any(|(n, t)| n.is_some() && t.is_some() && n != t);
+            if reloaded || now.saturating_duration_since(*since) >= reload_after {
                 self.held = None;
             }
         }
@@ -390,10 +435,16 @@ impl Watch {
         }
     }
 
-    /// The module is loaded (by this agent or found so), with the providers `providers`.
-    pub fn loaded(&mut self, providers: [Option<u64>; 2]) {
+    /// The module is loaded (by this agent or found so), bound to the providers'
+    /// loads `bound`; one not read (`None`) keeps the load seen before.
+    pub fn loaded(&mut self, bound: Vec<Option<u64>>) {
         self.loaded = true;
-        self.seen = providers;
+        self.seen.resize(bound.len(), None);
+        for (seen, b) in self.seen.iter_mut().zip(bound) {
+            if b.is_some() {
+                *seen = b;
+            }
+        }
         self.held = None;
     }
 }
@@ -441,8 +492,7 @@ pub fn run(root: &Root, cfg: &RunConfig) -> u8 {
     let mut waiting: Option<(String, Instant)> = None;
     while !stop.load(Ordering::Relaxed) {
         let poll = watch.poll(
-            probe(root, &name).is_ok(),
-            providers(root),
+            Sample::read(root, &name, &module.depends),
             Instant::now(),
             cfg.reload_after,
         );
@@ -459,7 +509,7 @@ pub fn run(root: &Root, cfg: &RunConfig) -> u8 {
                 Ok((gpu, core)) => match load(&cfg.file, &cfg.params) {
                     Ok(()) => {
                         say(&format!("loaded {name}: {gpu}; {core}"));
-                        watch.loaded(providers(root));
+                        watch.loaded(bound_providers(root, &module.depends, &name));
                         waiting = None;
                     }
                     Err(e) => say(&e),

@@ -29,6 +29,7 @@ fn ours() -> ModuleFile {
         name: "nvidia_peermem".to_owned(),
         version: Some("0.1.0".to_owned()),
         srcversion: Some("0123456789ABCDEF0123456".to_owned()),
+        depends: vec!["nvidia".to_owned(), "ib_core".to_owned()],
     }
 }
 
@@ -54,6 +55,7 @@ fn module_file_fields_come_from_modinfo() {
         "license=Dual MIT/GPL",
         "srcversion=0123456789ABCDEF0123456",
         "name=nvidia_peermem",
+        "depends=nvidia,ib_core",
         "vermagic=7.3.4+deb13-amd64 SMP preempt mod_unload modversions",
     ]);
     assert_eq!(ModuleFile::parse(&elf), Some(ours()));
@@ -263,9 +265,17 @@ fn serves_metrics_and_health() {
 
 // ---- the hold-off after an external unload (agent::Watch) ---------------------------
 
-const CORE_A: [Option<u64>; 2] = [Some(100), Some(7)];
-const CORE_B: [Option<u64>; 2] = [Some(200), Some(7)];
-const NO_CORE: [Option<u64>; 2] = [None, Some(7)];
+use agent::{Poll, Sample};
+
+fn core_a() -> Vec<Option<u64>> {
+    vec![Some(100), Some(7)]
+}
+fn core_b() -> Vec<Option<u64>> {
+    vec![Some(200), Some(7)]
+}
+fn no_core() -> Vec<Option<u64>> {
+    vec![None, Some(7)]
+}
 const RELOAD_AFTER: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// An openibd restart that ends between two polls: the module went away and the core
@@ -276,10 +286,13 @@ const RELOAD_AFTER: std::time::Duration = std::time::Duration::from_secs(300);
 fn a_restart_between_two_polls_loads_at_once() {
     let t = std::time::Instant::now();
     let mut w = agent::Watch::default();
-    assert_eq!(w.poll(true, CORE_A, t, RELOAD_AFTER), agent::Poll::Loaded);
     assert_eq!(
-        w.poll(false, CORE_B, t, RELOAD_AFTER),
-        agent::Poll::WentAwayReload
+        w.poll(Sample::Loaded(core_a()), t, RELOAD_AFTER),
+        Poll::Loaded
+    );
+    assert_eq!(
+        w.poll(Sample::Gone(core_b()), t, RELOAD_AFTER),
+        Poll::WentAwayReload
     );
 }
 
@@ -290,28 +303,31 @@ fn held_until_the_core_is_a_new_load() {
     let t = std::time::Instant::now();
     let s = std::time::Duration::from_secs(1);
     let mut w = agent::Watch::default();
-    assert_eq!(w.poll(true, CORE_A, t, RELOAD_AFTER), agent::Poll::Loaded);
     assert_eq!(
-        w.poll(false, CORE_A, t + s, RELOAD_AFTER),
-        agent::Poll::WentAway
+        w.poll(Sample::Loaded(core_a()), t, RELOAD_AFTER),
+        Poll::Loaded
     );
     assert_eq!(
-        w.poll(false, CORE_A, t + 2 * s, RELOAD_AFTER),
-        agent::Poll::Hold
+        w.poll(Sample::Gone(core_a()), t + s, RELOAD_AFTER),
+        Poll::WentAway
     );
     assert_eq!(
-        w.poll(false, NO_CORE, t + 3 * s, RELOAD_AFTER),
-        agent::Poll::Hold
+        w.poll(Sample::Gone(core_a()), t + 2 * s, RELOAD_AFTER),
+        Poll::Hold
     );
     assert_eq!(
-        w.poll(false, CORE_B, t + 4 * s, RELOAD_AFTER),
-        agent::Poll::Load
+        w.poll(Sample::Gone(no_core()), t + 3 * s, RELOAD_AFTER),
+        Poll::Hold
+    );
+    assert_eq!(
+        w.poll(Sample::Gone(core_b()), t + 4 * s, RELOAD_AFTER),
+        Poll::Load
     );
     // Loaded again, a later unload compares with the new core.
-    w.loaded(CORE_B);
+    w.loaded(core_b());
     assert_eq!(
-        w.poll(false, CORE_B, t + 5 * s, RELOAD_AFTER),
-        agent::Poll::WentAway
+        w.poll(Sample::Gone(core_b()), t + 5 * s, RELOAD_AFTER),
+        Poll::WentAway
     );
 }
 
@@ -320,23 +336,25 @@ fn held_until_the_core_is_a_new_load() {
 fn held_no_longer_than_reload_after() {
     let t = std::time::Instant::now();
     let mut w = agent::Watch::default();
-    assert_eq!(w.poll(true, CORE_A, t, RELOAD_AFTER), agent::Poll::Loaded);
     assert_eq!(
-        w.poll(false, CORE_A, t, RELOAD_AFTER),
-        agent::Poll::WentAway
+        w.poll(Sample::Loaded(core_a()), t, RELOAD_AFTER),
+        Poll::Loaded
+    );
+    assert_eq!(
+        w.poll(Sample::Gone(core_a()), t, RELOAD_AFTER),
+        Poll::WentAway
     );
     assert_eq!(
         w.poll(
-            false,
-            CORE_A,
+            Sample::Gone(core_a()),
             t + RELOAD_AFTER - std::time::Duration::from_secs(1),
             RELOAD_AFTER
         ),
-        agent::Poll::Hold
+        Poll::Hold
     );
     assert_eq!(
-        w.poll(false, CORE_A, t + RELOAD_AFTER, RELOAD_AFTER),
-        agent::Poll::Load
+        w.poll(Sample::Gone(core_a()), t + RELOAD_AFTER, RELOAD_AFTER),
+        Poll::Load
     );
 }
 
@@ -345,5 +363,84 @@ fn held_no_longer_than_reload_after() {
 fn nothing_held_at_start() {
     let t = std::time::Instant::now();
     let mut w = agent::Watch::default();
-    assert_eq!(w.poll(false, NO_CORE, t, RELOAD_AFTER), agent::Poll::Load);
+    assert_eq!(w.poll(Sample::Gone(no_core()), t, RELOAD_AFTER), Poll::Load);
+}
+
+/// A provider the module was not seen bound to (its holders not readable, or a poll
+/// that read it while it was being reloaded) keeps the load seen before, and never
+/// counts as reloaded: the unload is held until another provider is a new load.
+#[test]
+fn an_unread_binding_keeps_the_one_seen_before() {
+    let t = std::time::Instant::now();
+    let mut w = agent::Watch::default();
+    assert_eq!(
+        w.poll(Sample::Loaded(core_a()), t, RELOAD_AFTER),
+        Poll::Loaded
+    );
+    assert_eq!(
+        w.poll(Sample::Loaded(no_core()), t, RELOAD_AFTER),
+        Poll::Loaded
+    );
+    assert_eq!(
+        w.poll(Sample::Gone(core_a()), t, RELOAD_AFTER),
+        Poll::WentAway
+    );
+    let mut w = agent::Watch::default();
+    assert_eq!(
+        w.poll(Sample::Loaded(vec![None, None]), t, RELOAD_AFTER),
+        Poll::Loaded
+    );
+    assert_eq!(
+        w.poll(Sample::Gone(core_b()), t, RELOAD_AFTER),
+        Poll::WentAway
+    );
+}
+
+/// The host tree of a loaded nvidia_peermem bound to nvidia and to ib_core (each
+/// lists it among its holders), the peer-memory API exported by ib_core.
+fn bound_host(dir: &Path) {
+    loaded(dir, "nvidia_peermem", "0123456789ABCDEF0123456", "0.1.0");
+    for m in ["nvidia", "ib_core"] {
+        write(dir, &format!("/sys/module/{m}/holders/nvidia_peermem"), "");
+    }
+}
+
+/// What a poll reads while the module is loaded: the providers it is bound to, not a
+/// provider loaded anew while the poll reads (an openibd restart that ran between
+/// the probe and the read of the providers: the new ib_core does not list the module
+/// among its holders). Before, the poll took the new core's load for the module's;
+/// once the module was found gone, that core was not a new load, and the agent held
+/// off 300 s (part fleet's "openibd restart: the pod is ready again" failed in CI).
+#[test]
+fn a_poll_reads_the_providers_the_module_is_bound_to() {
+    let dir = Scratch::new("bound");
+    bound_host(&dir);
+    let root = Root::new(&*dir);
+    let deps = ours().depends;
+    let nvidia = agent::instance(&root, "nvidia");
+    let core_a = agent::instance(&root, "ib_core");
+    assert!(nvidia.is_some() && core_a.is_some());
+    let sample = Sample::read(&root, "nvidia_peermem", &deps);
+    assert_eq!(sample, Sample::Loaded(vec![nvidia, core_a]));
+
+    // The core reloaded under the loaded module (as seen by a slow poll): its new
+    // /sys/module directory does not list the module.
+    let t = std::time::Instant::now();
+    let mut w = agent::Watch::default();
+    assert_eq!(w.poll(sample, t, RELOAD_AFTER), Poll::Loaded);
+    // (The old directory is kept aside so that the new one has another inode, as
+    // sysfs gives each load.)
+    std::fs::rename(dir.join("sys/module/ib_core"), dir.join("unloaded-ib_core")).unwrap();
+    write(&dir, "/sys/module/ib_core/initstate", "live\n");
+    let core_b = agent::instance(&root, "ib_core");
+    assert_ne!(core_a, core_b);
+    let sample = Sample::read(&root, "nvidia_peermem", &deps);
+    assert_eq!(sample, Sample::Loaded(vec![nvidia, None]));
+    assert_eq!(w.poll(sample, t, RELOAD_AFTER), Poll::Loaded);
+
+    // Then found gone: the core is a new load, loaded again at once.
+    std::fs::remove_dir_all(dir.join("sys/module/nvidia_peermem")).unwrap();
+    let sample = Sample::read(&root, "nvidia_peermem", &deps);
+    assert_eq!(sample, Sample::Gone(vec![nvidia, core_b]));
+    assert_eq!(w.poll(sample, t, RELOAD_AFTER), Poll::WentAwayReload);
 }
