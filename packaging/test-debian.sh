@@ -227,7 +227,7 @@ else
 fi
 tool=$ROOT/build/stage/peermem
 [ -x "$tool" ] || (cd "$ROOT" && RUSTFLAGS="-C target-feature=+crt-static" \
-	cargo build --quiet --release -p peermem --target x86_64-unknown-linux-gnu) && tool=$ROOT/target/x86_64-unknown-linux-gnu/release/peermem
+	cargo build --quiet --release -p peermem --target x86_64-unknown-linux-gnu) && tool=${CARGO_TARGET_DIR:-$ROOT/target}/x86_64-unknown-linux-gnu/release/peermem
 cp "$tool" "$out/stage/peermem"
 files=()
 for f in "$out"/stage/*; do files+=(--file "$f"); done

@@ -107,7 +107,7 @@ has "node: NVIDIA's packaged nvidia-peermem (the stand-in) built against the dou
 # The build step of the build-on-the-node image: its entrypoint with --build-only, in
 # the image's root, the node's directories mounted where the pod mounts them.
 t=$SECONDS
-b() { buildah --root "$ROOT/build/image/storage/root" --runroot "$ROOT/build/image/storage/run" --storage-driver vfs "$@"; }
+b() { "$ROOT/scripts/image" --buildah "$@"; }
 ctr=$(b from "localhost/peermem:$VERSION-build-debian13")
 broot=$(b mount "$ctr")
 res=$(in_node "true" "
