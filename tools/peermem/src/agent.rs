@@ -48,9 +48,6 @@ pub struct ModuleFile {
     pub version: Option<String>,
     /// `srcversion=`: the checksum of its sources, also in `/sys/module/<name>/`.
     pub srcversion: Option<String>,
-    /// `depends=`: the modules it binds to when loaded (the peer-memory core's module
-    /// and nvidia), in that field's order.
-    pub depends: Vec<String>,
 }
 
 impl ModuleFile {
@@ -74,14 +71,6 @@ impl ModuleFile {
             name: field("name")?,
             version: field("version"),
             srcversion: field("srcversion"),
-            depends: field("depends")
-                .map(|d| {
-                    d.split(',')
-                        .filter(|m| !m.is_empty())
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default(),
         })
     }
 }
@@ -125,26 +114,35 @@ pub fn instance(root: &Root, name: &str) -> Option<u64> {
         .map(|m| m.ino())
 }
 
-/// The loads of the modules `deps` on the host now (`instance` of each).
-pub fn providers(root: &Root, deps: &[String]) -> Vec<Option<u64>> {
-    deps.iter().map(|d| instance(root, d)).collect()
+/// Loads of modules by name: the inode of each one's `/sys/module` directory.
+pub type Loads = std::collections::BTreeMap<String, u64>;
+
+/// The loads on the host now of the modules named in `names` (those loaded).
+pub fn loads_of<'a>(root: &Root, names: impl IntoIterator<Item = &'a String>) -> Loads {
+    names
+        .into_iter()
+        .filter_map(|m| instance(root, m).map(|i| (m.clone(), i)))
+        .collect()
 }
 
-/// The loads of the modules `deps` that module `user` is bound to: for each, the
-/// instance of its `/sys/module` directory where that same directory lists `user`
-/// among its holders, else `None`. The directory is opened once and both are read
-/// through that descriptor, so an instance returned is one `user` held: a provider
-/// reloaded while this reads (an openibd restart between the probe and this call) is
-/// not taken for the one the module was bound to.
-pub fn bound_providers(root: &Root, deps: &[String], user: &str) -> Vec<Option<u64>> {
+/// The modules module `user` is bound to, and which load of each: those whose
+/// `/sys/module/<module>/holders` lists `user` (the kernel links each module whose
+/// symbols `user` resolved at its load, weak references included: the peer-memory
+/// core's module and nvidia). Each directory is opened once and both its inode and its
+/// holders are read through that descriptor, so a load returned is one `user` held: a
+/// provider reloaded while this reads (an openibd restart between the probe and this
+/// call) is not taken for the one the module was bound to.
+pub fn bound_providers(root: &Root, user: &str) -> Loads {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::MetadataExt;
-    deps.iter()
-        .map(|d| {
-            let dir = std::fs::File::open(root.path(&format!("/sys/module/{d}"))).ok()?;
+    root.list("/sys/module")
+        .into_iter()
+        .filter(|m| m != user)
+        .filter_map(|m| {
+            let dir = std::fs::File::open(root.path(&format!("/sys/module/{m}"))).ok()?;
             let ino = dir.metadata().ok()?.ino();
             let holder = format!("/proc/self/fd/{}/holders/{user}", dir.as_raw_fd());
-            std::fs::symlink_metadata(holder).ok().map(|_| ino)
+            std::fs::symlink_metadata(holder).ok().map(|_| (m, ino))
         })
         .collect()
 }
@@ -363,32 +361,32 @@ pub enum Poll {
     Load,
 }
 
-/// What one poll read of the host, providers in the order of the module's `depends=`.
+/// What one poll read of the host.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Sample {
-    /// The module is loaded, bound to these loads of its providers (`bound_providers`:
-    /// `None` where that could not be read this time).
-    Loaded(Vec<Option<u64>>),
-    /// The module is not loaded; its providers' loads now (`providers`).
-    Gone(Vec<Option<u64>>),
+    /// The module is loaded, bound to these loads of its providers (`bound_providers`).
+    Loaded(Loads),
+    /// The module is not loaded; the loads now of the providers it was last seen bound
+    /// to (`loads_of`).
+    Gone(Loads),
 }
 
 impl Sample {
-    /// Reads module `name`'s state and its providers `deps` on `root`.
-    pub fn read(root: &Root, name: &str, deps: &[String]) -> Self {
+    /// Reads module `name`'s state on `root`, and the providers of `watch`'s.
+    pub fn read(root: &Root, name: &str, watch: &Watch) -> Self {
         if probe(root, name).is_ok() {
-            Sample::Loaded(bound_providers(root, deps, name))
+            Sample::Loaded(bound_providers(root, name))
         } else {
-            Sample::Gone(providers(root, deps))
+            Sample::Gone(loads_of(root, watch.seen.keys()))
         }
     }
 }
 
 /// The agent's view of its module from one poll to the next.
 ///
-/// Unloaded by someone else, the module is loaded again only once the RDMA core or
-/// the GPU driver is a new load (another `/sys/module` directory than the one the
-/// module was bound to), or after `reload_after`. An openibd restart unloads
+/// Unloaded by someone else, the module is loaded again only once a module it was
+/// bound to (the RDMA core's, nvidia) is a new load (another `/sys/module` directory
+/// than the one it was bound to), or after `reload_after`. An openibd restart unloads
 /// nvidia_peermem first and the RDMA core next: loaded again in between, the module
 /// would hold the core and fail the restart (doca-driver-build PR 481). The providers
 /// compared against are those the module was last seen bound to, not those of the
@@ -398,10 +396,10 @@ impl Sample {
 pub struct Watch {
     loaded: bool,
     /// The providers' loads the module was last seen bound to.
-    seen: Vec<Option<u64>>,
+    seen: Loads,
     /// Unloaded by someone else: the providers' loads it was bound to, and when it was
     /// found gone.
-    held: Option<(Vec<Option<u64>>, Instant)>,
+    held: Option<(Loads, Instant)>,
 }
 
 impl Watch {
@@ -421,8 +419,7 @@ impl Watch {
         if let Some((then, since)) = &self.held {
             let reloaded = current
                 .iter()
-                .zip(then)
-                .any(|(n, t)| n.is_some() && t.is_some() && n != t);
+                .any(|(m, ino)| then.get(m).is_some_and(|t| t != ino));
             if reloaded || now.saturating_duration_since(*since) >= reload_after {
                 self.held = None;
             }
@@ -435,17 +432,20 @@ impl Watch {
         }
     }
 
-    /// The module is loaded (by this agent or found so), bound to the providers'
-    /// loads `bound`; one not read (`None`) keeps the load seen before.
-    pub fn loaded(&mut self, bound: Vec<Option<u64>>) {
+    /// The module is loaded (found so), bound to the providers' loads `bound`. A
+    /// provider seen before and missing from `bound` (read while it was being
+    /// reloaded) keeps the load seen before.
+    pub fn loaded(&mut self, bound: Loads) {
         self.loaded = true;
-        self.seen.resize(bound.len(), None);
-        for (seen, b) in self.seen.iter_mut().zip(bound) {
-            if b.is_some() {
-                *seen = b;
-            }
-        }
+        self.seen.extend(bound);
         self.held = None;
+    }
+
+    /// The agent loaded the module, bound to `bound`: the providers seen before
+    /// are forgotten.
+    pub fn loaded_anew(&mut self, bound: Loads) {
+        self.seen.clear();
+        self.loaded(bound);
     }
 }
 
@@ -492,7 +492,7 @@ pub fn run(root: &Root, cfg: &RunConfig) -> u8 {
     let mut waiting: Option<(String, Instant)> = None;
     while !stop.load(Ordering::Relaxed) {
         let poll = watch.poll(
-            Sample::read(root, &name, &module.depends),
+            Sample::read(root, &name, &watch),
             Instant::now(),
             cfg.reload_after,
         );
@@ -509,7 +509,7 @@ pub fn run(root: &Root, cfg: &RunConfig) -> u8 {
                 Ok((gpu, core)) => match load(&cfg.file, &cfg.params) {
                     Ok(()) => {
                         say(&format!("loaded {name}: {gpu}; {core}"));
-                        watch.loaded(bound_providers(root, &module.depends, &name));
+                        watch.loaded_anew(bound_providers(root, &name));
                         waiting = None;
                     }
                     Err(e) => say(&e),

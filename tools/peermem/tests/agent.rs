@@ -29,7 +29,6 @@ fn ours() -> ModuleFile {
         name: "nvidia_peermem".to_owned(),
         version: Some("0.1.0".to_owned()),
         srcversion: Some("0123456789ABCDEF0123456".to_owned()),
-        depends: vec!["nvidia".to_owned(), "ib_core".to_owned()],
     }
 }
 
@@ -55,7 +54,6 @@ fn module_file_fields_come_from_modinfo() {
         "license=Dual MIT/GPL",
         "srcversion=0123456789ABCDEF0123456",
         "name=nvidia_peermem",
-        "depends=nvidia,ib_core",
         "vermagic=7.3.4+deb13-amd64 SMP preempt mod_unload modversions",
     ]);
     assert_eq!(ModuleFile::parse(&elf), Some(ours()));
@@ -265,16 +263,19 @@ fn serves_metrics_and_health() {
 
 // ---- the hold-off after an external unload (agent::Watch) ---------------------------
 
-use agent::{Poll, Sample};
+use agent::{Loads, Poll, Sample};
 
-fn core_a() -> Vec<Option<u64>> {
-    vec![Some(100), Some(7)]
+fn loads(l: &[(&str, u64)]) -> Loads {
+    l.iter().map(|(m, i)| (m.to_string(), *i)).collect()
 }
-fn core_b() -> Vec<Option<u64>> {
-    vec![Some(200), Some(7)]
+fn core_a() -> Loads {
+    loads(&[("ib_core", 100), ("nvidia", 7)])
 }
-fn no_core() -> Vec<Option<u64>> {
-    vec![None, Some(7)]
+fn core_b() -> Loads {
+    loads(&[("ib_core", 200), ("nvidia", 7)])
+}
+fn no_core() -> Loads {
+    loads(&[("nvidia", 7)])
 }
 const RELOAD_AFTER: std::time::Duration = std::time::Duration::from_secs(300);
 
@@ -323,8 +324,8 @@ fn held_until_the_core_is_a_new_load() {
         w.poll(Sample::Gone(core_b()), t + 4 * s, RELOAD_AFTER),
         Poll::Load
     );
-    // Loaded again, a later unload compares with the new core.
-    w.loaded(core_b());
+    // Loaded again by the agent, a later unload compares with the new core.
+    w.loaded_anew(core_b());
     assert_eq!(
         w.poll(Sample::Gone(core_b()), t + 5 * s, RELOAD_AFTER),
         Poll::WentAway
@@ -366,9 +367,9 @@ fn nothing_held_at_start() {
     assert_eq!(w.poll(Sample::Gone(no_core()), t, RELOAD_AFTER), Poll::Load);
 }
 
-/// A provider the module was not seen bound to (its holders not readable, or a poll
-/// that read it while it was being reloaded) keeps the load seen before, and never
-/// counts as reloaded: the unload is held until another provider is a new load.
+/// A provider seen before and missing from a later loaded poll (read while it was
+/// being reloaded) keeps the load seen before; one never seen never counts as
+/// reloaded: the unload is held until a provider seen is a new load.
 #[test]
 fn an_unread_binding_keeps_the_one_seen_before() {
     let t = std::time::Instant::now();
@@ -387,7 +388,7 @@ fn an_unread_binding_keeps_the_one_seen_before() {
     );
     let mut w = agent::Watch::default();
     assert_eq!(
-        w.poll(Sample::Loaded(vec![None, None]), t, RELOAD_AFTER),
+        w.poll(Sample::Loaded(Loads::new()), t, RELOAD_AFTER),
         Poll::Loaded
     );
     assert_eq!(
@@ -397,50 +398,57 @@ fn an_unread_binding_keeps_the_one_seen_before() {
 }
 
 /// The host tree of a loaded nvidia_peermem bound to nvidia and to ib_core (each
-/// lists it among its holders), the peer-memory API exported by ib_core.
+/// lists it among its holders), beside a module it is not bound to.
 fn bound_host(dir: &Path) {
     loaded(dir, "nvidia_peermem", "0123456789ABCDEF0123456", "0.1.0");
     for m in ["nvidia", "ib_core"] {
         write(dir, &format!("/sys/module/{m}/holders/nvidia_peermem"), "");
     }
+    write(dir, "/sys/module/ib_uverbs/holders/rdma_ucm", "");
 }
 
-/// What a poll reads while the module is loaded: the providers it is bound to, not a
-/// provider loaded anew while the poll reads (an openibd restart that ran between
-/// the probe and the read of the providers: the new ib_core does not list the module
-/// among its holders). Before, the poll took the new core's load for the module's;
-/// once the module was found gone, that core was not a new load, and the agent held
-/// off 300 s (part fleet's "openibd restart: the pod is ready again" failed in CI).
+/// What a poll reads while the module is loaded: the modules that list it among their
+/// holders (not its file's `depends=`, which a build without the drivers'
+/// Module.symvers leaves empty: Debian's own kernel's agent scenario held the reload
+/// 300 s), and of those only the loads it is bound to, not a provider loaded anew
+/// while the poll reads (an openibd restart that ran between the probe and the read:
+/// the new ib_core does not list the module among its holders). Taken for the
+/// module's, the new core's load would not count as a reload once the module was
+/// found gone, and the agent held off 300 s (part fleet's "openibd restart: the pod is
+/// ready again" failed in CI).
 #[test]
 fn a_poll_reads_the_providers_the_module_is_bound_to() {
     let dir = Scratch::new("bound");
     bound_host(&dir);
     let root = Root::new(&*dir);
-    let deps = ours().depends;
-    let nvidia = agent::instance(&root, "nvidia");
-    let core_a = agent::instance(&root, "ib_core");
-    assert!(nvidia.is_some() && core_a.is_some());
-    let sample = Sample::read(&root, "nvidia_peermem", &deps);
-    assert_eq!(sample, Sample::Loaded(vec![nvidia, core_a]));
+    let nvidia = agent::instance(&root, "nvidia").unwrap();
+    let core_a = agent::instance(&root, "ib_core").unwrap();
+    let mut w = agent::Watch::default();
+    let sample = Sample::read(&root, "nvidia_peermem", &w);
+    assert_eq!(
+        sample,
+        Sample::Loaded(loads(&[("ib_core", core_a), ("nvidia", nvidia)]))
+    );
+    let t = std::time::Instant::now();
+    assert_eq!(w.poll(sample, t, RELOAD_AFTER), Poll::Loaded);
 
     // The core reloaded under the loaded module (as seen by a slow poll): its new
-    // /sys/module directory does not list the module.
-    let t = std::time::Instant::now();
-    let mut w = agent::Watch::default();
-    assert_eq!(w.poll(sample, t, RELOAD_AFTER), Poll::Loaded);
-    // (The old directory is kept aside so that the new one has another inode, as
-    // sysfs gives each load.)
+    // /sys/module directory does not list the module. (The old directory is kept
+    // aside so that the new one has another inode, as sysfs gives each load.)
     std::fs::rename(dir.join("sys/module/ib_core"), dir.join("unloaded-ib_core")).unwrap();
     write(&dir, "/sys/module/ib_core/initstate", "live\n");
-    let core_b = agent::instance(&root, "ib_core");
+    let core_b = agent::instance(&root, "ib_core").unwrap();
     assert_ne!(core_a, core_b);
-    let sample = Sample::read(&root, "nvidia_peermem", &deps);
-    assert_eq!(sample, Sample::Loaded(vec![nvidia, None]));
+    let sample = Sample::read(&root, "nvidia_peermem", &w);
+    assert_eq!(sample, Sample::Loaded(loads(&[("nvidia", nvidia)])));
     assert_eq!(w.poll(sample, t, RELOAD_AFTER), Poll::Loaded);
 
     // Then found gone: the core is a new load, loaded again at once.
     std::fs::remove_dir_all(dir.join("sys/module/nvidia_peermem")).unwrap();
-    let sample = Sample::read(&root, "nvidia_peermem", &deps);
-    assert_eq!(sample, Sample::Gone(vec![nvidia, core_b]));
+    let sample = Sample::read(&root, "nvidia_peermem", &w);
+    assert_eq!(
+        sample,
+        Sample::Gone(loads(&[("ib_core", core_b), ("nvidia", nvidia)]))
+    );
     assert_eq!(w.poll(sample, t, RELOAD_AFTER), Poll::WentAwayReload);
 }
