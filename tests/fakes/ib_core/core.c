@@ -126,6 +126,20 @@ u64 fake_core_pause_hits(enum fake_core_pause_point pt)
 }
 EXPORT_SYMBOL_GPL(fake_core_pause_hits);
 
+/*
+ * The in-box core (drivers/infiniband/core/peer_mem.c of NV-Kernels and openEuler,
+ * docs/abi.md 8) rather than MOFED 25.x's: its ib_umem_stop_invalidation_notifier
+ * tests `xa_id != PEER_NO_INVALIDATION_ID`. A non-invalidating client's MR is then
+ * stopped with no lock taken (unmapped with none held, then the real core unlocks
+ * the mutex it does not hold: counted in unbalanced_unlocks, not done), and an
+ * invalidating client's MR whose HCA key cannot be created locks the mutex it still
+ * holds (the real core deadlocks there: counted in stop_deadlocks, the fake goes on
+ * with the lock it holds).
+ */
+static bool inbox;
+module_param(inbox, bool, 0444);
+MODULE_PARM_DESC(inbox, "behave as the in-box peer-memory core (NV-Kernels, openEuler), not MOFED 25.x's");
+
 static DEFINE_MUTEX(clients_lock);
 static LIST_HEAD(clients);
 static DEFINE_SPINLOCK(stats_lock);
@@ -304,14 +318,16 @@ static void mr_count_unmap(struct fake_mr *mr, bool was_mapped, bool to_unmapped
 }
 
 /*
- * Called with the mapping lock held, which it drops: the region stops (DEAD: no
- * invalidation after it), and a mapped region is unmapped under the lock when
- * @under_lock, after it otherwise. This is ib_umem_stop_invalidation_notifier (an MR
- * at deregistration or after an HCA failure; under the lock for a client without
- * INVALIDATE_UNMAPS), and the unlocked unmap of ib_peer_umem_release for a buffer
- * that is no MR (docs/abi.md 2.5). The counters move as the real core's.
+ * Called with the mapping lock held when @held, which it drops: the region stops
+ * (DEAD: no invalidation after it), and a mapped region is unmapped under the lock
+ * when @under_lock, after it otherwise. This is ib_umem_stop_invalidation_notifier
+ * (an MR at deregistration or after an HCA failure; under the lock for a client
+ * without INVALIDATE_UNMAPS), and the unlocked unmap of ib_peer_umem_release for a
+ * buffer that is no MR (docs/abi.md 2.5). Not @held: the in-box core's stop of a
+ * non-invalidating client's MR, the same steps with no lock, then its unlock of the
+ * mutex it does not hold (counted). The counters move as the real core's.
  */
-static void mr_stop_locked(struct fake_mr *mr, bool under_lock)
+static void mr_stop(struct fake_mr *mr, bool held, bool under_lock)
 {
 	bool mapped = mr->state == MR_MAPPED;
 	/* An INVALIDATE_UNMAPS client's invalidated region reaches "unmapped" only now. */
@@ -322,7 +338,13 @@ static void mr_stop_locked(struct fake_mr *mr, bool under_lock)
 	mr->hca_stopped = true;
 	if (mapped && under_lock)
 		mr_core_unmap(mr);
-	mr_unlock(mr);
+	if (held) {
+		mr_unlock(mr);
+	} else {
+		spin_lock(&stats_lock);
+		counters.unbalanced_unlocks++;
+		spin_unlock(&stats_lock);
+	}
 	if (mapped && !under_lock)
 		mr_core_unmap(mr);
 	if (mapped || invalidated)
@@ -578,10 +600,16 @@ err_hca:
 	 * INVALIDATE_UNMAPS is unmapped under the lock, an INVALIDATE_UNMAPS client after
 	 * it, its id still live; only then is the id erased and release called.
 	 */
-	if (!c->invalidating)
+	if (!c->invalidating && !inbox) {
 		mr_lock(mr);
+	} else if (c->invalidating && inbox) {
+		/* The in-box core locks the mutex it holds here, and deadlocks. */
+		spin_lock(&stats_lock);
+		counters.stop_deadlocks++;
+		spin_unlock(&stats_lock);
+	}
 	fake_pause_here(&pauses[FAKE_CORE_PAUSE_HCA_FAILED]);
-	mr_stop_locked(mr, !c->unmaps);
+	mr_stop(mr, c->invalidating || !inbox, !c->unmaps);
 	mr_kill_locked(mr);
 	goto err_release;
 err_unlock_unmap:
@@ -630,8 +658,13 @@ void fake_core_dereg_mr(struct fake_mr *mr)
 	 * CQ/QP/SRQ buffer is released without that step, unmapped with no lock held
 	 * (ib_peer_umem_release), as is an INVALIDATE_UNMAPS client's MR after the lock.
 	 */
-	mr_lock(mr);
-	mr_stop_locked(mr, mr->is_mr && !c->unmaps);
+	if (inbox && mr->is_mr && !c->invalidating) {
+		/* The in-box core's stop takes no lock for a non-invalidating client. */
+		mr_stop(mr, false, true);
+	} else {
+		mr_lock(mr);
+		mr_stop(mr, true, mr->is_mr && !c->unmaps);
+	}
 	/* Then the id is erased (no mapping lock), release, the client's use count. */
 	if (mr->has_id) {
 		xa_erase(&mr_ids, mr->core_context);
@@ -1094,8 +1127,9 @@ static int counters_show(struct seq_file *m, void *unused)
 
 	fake_core_get_counters(&k);
 	seq_printf(m, "clients_registered %llu\nmrs_live %llu\ninvalidations_stale %llu\n"
-		   "violations_total %llu\n", k.clients_registered, k.mrs_live,
-		   k.invalidations_stale, k.violations_total);
+		   "unbalanced_unlocks %llu\nstop_deadlocks %llu\nviolations_total %llu\n",
+		   k.clients_registered, k.mrs_live, k.invalidations_stale,
+		   k.unbalanced_unlocks, k.stop_deadlocks, k.violations_total);
 	for (i = 0; i < FAKE_CORE_V_COUNT; i++)
 		seq_printf(m, "%s %llu\n", violation_names[i], k.violations[i]);
 	return 0;
@@ -1127,6 +1161,8 @@ static int __init fake_core_init(void)
 		debugfs_create_file("control", 0600, dbg_root, NULL, &control_fops);
 		debugfs_create_file("counters", 0444, dbg_root, NULL, &counters_fops);
 	}
+	if (inbox)
+		pr_info("behaving as the in-box core (peer_mem.c of NV-Kernels, openEuler)\n");
 	pr_info("loaded (HCA %s, 32-bit device %s)\n",
 		hca_pdev ? pci_name(hca_pdev) : "none",
 		dma32_pdev ? pci_name(dma32_pdev) : "none");

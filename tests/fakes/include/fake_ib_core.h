@@ -132,6 +132,8 @@ struct fake_core_counters {
 	u64 clients_registered;
 	u64 mrs_live;
 	u64 invalidations_stale;	/* invalidate with an unknown or stale core_context */
+	u64 unbalanced_unlocks;	/* in-box core: a stop's unlock of a mutex not held */
+	u64 stop_deadlocks;	/* in-box core: a stop that locks the mutex it holds */
 	u64 violations[FAKE_CORE_V_COUNT];
 	u64 violations_total;
 };

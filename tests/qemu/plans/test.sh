@@ -95,17 +95,22 @@ check $S callback_mode_in_sysfs equals 0 cat /sys/module/peermem/parameters/pers
 # An invalidated registration frees its SG list at release, although the core zeroed
 # its sg_table when it was invalidated (docs/abi.md 2.5): peermem frees from its own
 # record. sg_lists_now counts the SG lists peermem built and has not freed.
-echo "alloc 2097152" > $nvctl
-va=$(awk '{ print $2 }' $nvctl)
-echo "reg $va 2097152" > $corectl
-id=$(awk '$1 == "id" { print $2 }' $corectl)
-check $S sg_list_counted equals 1 pm_counter sg_lists_now
-inv=$(pm_counter invalidations)
-echo "free $va" > $nvctl
-check $S freed_memory_invalidates_the_registration equals $((inv + 1)) pm_counter invalidations
-echo "dereg $id" > $corectl
-check $S invalidated_registration_frees_its_sg_list equals 0 pm_counter sg_lists_now
-echo exit > $nvctl
+# invalidated_then_deregistered SUITE: a registration whose buffer is freed, then
+# deregistered, with SUITE's checks of the invalidation and of the SG list.
+invalidated_then_deregistered() {
+    echo "alloc 2097152" > $nvctl
+    va=$(awk '{ print $2 }' $nvctl)
+    echo "reg $va 2097152" > $corectl
+    id=$(awk '$1 == "id" { print $2 }' $corectl)
+    check $1 sg_list_counted equals 1 pm_counter sg_lists_now
+    inv=$(pm_counter invalidations)
+    echo "free $va" > $nvctl
+    check $1 freed_memory_invalidates_the_registration equals $((inv + 1)) pm_counter invalidations
+    echo "dereg $id" > $corectl
+    check $1 invalidated_registration_frees_its_sg_list equals 0 pm_counter sg_lists_now
+    echo exit > $nvctl
+}
+invalidated_then_deregistered $S
 # A registration deregistered by another process (a child of the owner; a kworker
 # after an HCA reset): nvidia.ko's put_pages does not find the callback pin from
 # there, returns 0 and keeps it with its callback (docs/abi.md 1.4b). peermem does not
@@ -133,6 +138,51 @@ if have_kunit; then
 fi
 unload peermem
 check $S nothing_leaked_peerdirect clean
+
+# --- the in-box core (docs/abi.md 8) ---
+# The core double as the kernel's own peer_mem.c of NV-Kernels and openEuler
+# (inbox=1; without its own suites, which follow MOFED's), the client suites of both
+# pin modes against it. Its stop of a non-invalidating client's MR takes no lock and
+# unlocks the mutex it does not hold; of an invalidating client's MR whose HCA key
+# cannot be created, it locks the mutex it holds. The double counts both (the real
+# core would warn, and deadlock), and peermem is right either way: it takes no lock
+# of its own in dma_unmap or put_pages.
+I=peermem_inbox_core
+unload ib_core
+load ib_core-nosuites inbox=1
+check $I the_core_behaves_as_the_kernels logged "behaving as the in-box core"
+load peermem
+# (The model suites with fewer random operations and stress rounds than above.)
+if have_kunit; then
+    load peermem_test_persistent model_ops=1000
+    unload peermem_test_persistent
+fi
+unbalanced=$(core_counter unbalanced_unlocks)
+echo "alloc 1048576" > $nvctl
+va=$(awk '{ print $2 }' $nvctl)
+echo "reg $va 1048576" > $corectl
+id=$(awk '$1 == "id" { print $2 }' $corectl)
+check $I registration test -n "$id"
+check $I registration_holds_a_reference equals 1 cat /sys/module/peermem/refcnt
+echo "dereg $id" > $corectl
+check $I deregistration_stopped_with_no_lock_held equals $((unbalanced + 1)) core_counter unbalanced_unlocks
+check $I deregistration_drops_the_reference equals 0 cat /sys/module/peermem/refcnt
+echo exit > $nvctl
+unload peermem
+check $I nothing_leaked_persistent clean
+load peermem persistent_api_support=0
+deadlocks=$(core_counter stop_deadlocks)
+if have_kunit; then
+    load peermem_test_callback model_ops=1000 stress_rounds=200
+    unload peermem_test_callback
+    # Its HCA-failure cases stop an invalidating client's MR before activation.
+    check $I hca_failure_locks_the_held_mutex test "$(core_counter stop_deadlocks)" -gt "$deadlocks"
+fi
+invalidated_then_deregistered $I
+unload peermem
+check $I nothing_leaked_callback clean
+unload ib_core
+load ib_core-nosuites
 
 # --- parameters are validated ---
 check $S bad_parameter_refused expect_fail insmod /peermem/peermem.ko persistent_api_support=2
