@@ -25,6 +25,9 @@
 #   make install-dkms, install-dkms-dropin  lay out the dkms source tree of either package
 #   make test-install    only scripts/install's tests (packaging/test-install.sh)
 #   make deb        Debian packages: peermem-dkms, peermem-dropin-dkms, peermem-tools (build/deb)
+#   make image      the container image precompiled for KDIR's release, as root (the drop-in
+#                   built against it; scripts/image; build/image, docs/fleet.md)
+#   make image-build-on-node  the container image that builds the module on each node
 #   make toolchain  print the compiler variables handed to the kernel's make (KDIR)
 #   make lib-rust   build and install KDIR's Rust build files where the distribution ships
 #                   none (Debian), from its kernel source package (scripts/lib-rust)
@@ -88,7 +91,8 @@ all: modules
 
 FORCE:
 .PHONY: FORCE all modules dropin toolchain lib-rust setup kernel run test test-debug bench bench-kit bench-publish check cli-docs fmt clean \
-	install install-dropin install-tool uninstall install-dkms install-dkms-dropin deb test-install
+	install install-dropin install-tool uninstall install-dkms install-dkms-dropin deb test-install \
+	tool-static image image-build-on-node
 
 setup:
 	@$(ROOT)/scripts/setup
@@ -184,6 +188,19 @@ deb:
 	@$(ROOT)/scripts/deb $(BUILD)/deb
 test-install:
 	@$(ROOT)/packaging/test-install.sh
+
+# The container images (docs/fleet.md; scripts/image, as root, with debootstrap and
+# buildah), with the peermem tool linked statically: precompiled for $(KDIR)'s release
+# (the drop-in built against it), or the one that builds the module on each node with
+# dkms. OCI archives under build/image.
+TOOL_STATIC = $(or $(CARGO_TARGET_DIR),$(ROOT)/target)/x86_64-unknown-linux-gnu/release/peermem
+tool-static:
+	cd $(ROOT) && RUSTFLAGS="-C target-feature=+crt-static" \
+		cargo build --quiet --release --locked -p peermem --target x86_64-unknown-linux-gnu
+image: dropin tool-static
+	@$(ROOT)/scripts/image $(BUILD)/nvidia-peermem/nvidia-peermem.ko $(TOOL_STATIC)
+image-build-on-node: tool-static
+	@$(ROOT)/scripts/image --build-on-node $(TOOL_STATIC)
 
 clean:
 	rm -rf $(BUILD) target

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0 OR MIT
 #
-# packaging/test-image.sh MODULE TOOL: peermem's container image in its precompiled
-# form (scripts/image), for the kernel MODULE was built for (part debian-7.3's drop-in,
-# built for Debian 13's own 7.3 kernel):
+# packaging/test-image.sh MODULE TOOL [KDIR]: peermem's container image in its
+# precompiled form (scripts/image), for the kernel MODULE was built for (part
+# debian-7.3's drop-in, built for Debian 13's own 7.3 kernel):
 #   - scripts/image writes its OCI archive, tagged and labelled with that release;
 #   - podman loads the archive (storage of its own under build/image/);
 #   - in the image's root (podman image mount; chroot): the tool runs and says its
 #     version, the module is the drop-in of that release, kmod's insmod and rmmod are
 #     there, and the entrypoint is `peermem agent run` on the module.
+# With KDIR, `make image KDIR=KDIR` as an admin runs it: the drop-in built against
+# KDIR and its image, named and labelled with KDIR's release; and `make
+# image-build-on-node`.
 # The image's sizes are printed. Running it as a container is not done here (the
 # build machine's runtime cannot set a container's limits). Needs root, debootstrap,
 # buildah and podman. Last line: "N passed, N failed".
@@ -58,5 +61,42 @@ if [ -d "$mnt" ]; then
 	"${P[@]}" image unmount "localhost/peermem:$tag" >/dev/null 2>&1
 else
 	bad "podman image mount"; echo "     $mnt"
+fi
+
+# The entrypoint in an OCI archive's image configuration (index, manifest, config).
+oci_entrypoint() {
+	python3 - "$1" <<'PY'
+import json, sys, tarfile
+t = tarfile.open(sys.argv[1])
+blob = lambda d: json.load(t.extractfile("blobs/" + d.replace(":", "/")))
+manifest = blob(json.load(t.extractfile("index.json"))["manifests"][0]["digest"])
+print(blob(manifest["config"]["digest"])["config"]["Entrypoint"])
+PY
+}
+
+# make image, against KDIR (its release read as make reads it).
+if [ -n "${3:-}" ]; then
+	krel=$(cat "$3/include/config/kernel.release")
+	b=$(mktemp -d "${TMPDIR:-/var/tmp}/peermem-make-image.XXXXXX")
+	out=$(make -s -C "$ROOT" image KDIR="$3" BUILD="$b" 2>&1)
+	rc=$?
+	expect "make image KDIR=<dev kernel> exits 0" "$rc" 0
+	[ "$rc" = 0 ] || echo "$out" | tail -n 15 | sed 's/^/     /'
+	expect "make image: prints the archive, named with the version and KDIR's release" \
+		"$(tail -n 1 <<<"$out")" "$ROOT/build/image/peermem-$VERSION-$krel.tar"
+	out=$("${P[@]}" load -i "$ROOT/build/image/peermem-$VERSION-$krel.tar" 2>&1)
+	has "make image: podman loads it" "$out" "Loaded image: localhost/peermem:$VERSION-${krel//+/_}"
+	expect "make image: labelled with KDIR's release" "$("${P[@]}" image inspect --format \
+		'{{index .Labels "io.peermem.kernel-release"}}' "localhost/peermem:$VERSION-${krel//+/_}" 2>&1)" "$krel"
+	rm -rf "$b"
+	# make image-build-on-node: the other form (part fleet runs it on a node).
+	out=$(make -s -C "$ROOT" image-build-on-node 2>&1)
+	rc=$?
+	expect "make image-build-on-node exits 0" "$rc" 0
+	[ "$rc" = 0 ] || echo "$out" | tail -n 15 | sed 's/^/     /'
+	expect "make image-build-on-node: prints the archive, named with the version" \
+		"$(tail -n 1 <<<"$out")" "$ROOT/build/image/peermem-$VERSION-build-debian13.tar"
+	expect "make image-build-on-node: its entrypoint builds on the node" "$(oci_entrypoint \
+		"$ROOT/build/image/peermem-$VERSION-build-debian13.tar" 2>&1)" "['peermem-build-on-node']"
 fi
 finish
