@@ -152,8 +152,9 @@ unload ib_core
 load ib_core-nosuites inbox=1
 check $I the_core_behaves_as_the_kernels logged "behaving as the in-box core"
 load peermem
-# (The model suites with fewer random operations and stress rounds than above.)
-if have_kunit; then
+# (The model suites with fewer random operations and stress rounds than above. The
+# debug kernel's run leaves these suites out: INBOX_SUITES=0, scripts/test-debug.)
+if have_kunit && [ "${INBOX_SUITES:-1}" = 1 ]; then
     load peermem_test_persistent model_ops=1000
     unload peermem_test_persistent
 fi
@@ -172,11 +173,11 @@ unload peermem
 check $I nothing_leaked_persistent clean
 load peermem persistent_api_support=0
 deadlocks=$(core_counter stop_deadlocks)
-if have_kunit; then
+if have_kunit && [ "${INBOX_SUITES:-1}" = 1 ]; then
     load peermem_test_callback model_ops=1000 stress_rounds=200
     unload peermem_test_callback
     # Its HCA-failure cases stop an invalidating client's MR before activation.
-    check $I hca_failure_locks_the_held_mutex test "$(core_counter stop_deadlocks)" -gt "$deadlocks"
+    check ${I}_suites hca_failure_locks_the_held_mutex test "$(core_counter stop_deadlocks)" -gt "$deadlocks"
 fi
 invalidated_then_deregistered $I
 unload peermem
