@@ -279,21 +279,28 @@ fn no_core() -> Loads {
 }
 const RELOAD_AFTER: std::time::Duration = std::time::Duration::from_secs(300);
 
+/// Polls `w` with each sample at `t` plus its seconds, and checks each answer.
+fn polls(w: &mut agent::Watch, t: std::time::Instant, steps: Vec<(Sample, u64, Poll)>) {
+    for (i, (sample, secs, want)) in steps.into_iter().enumerate() {
+        let at = t + std::time::Duration::from_secs(secs);
+        assert_eq!(w.poll(sample, at, RELOAD_AFTER), want, "step {i}");
+    }
+}
+
 /// An openibd restart that ends between two polls: the module went away and the core
 /// is a new load already. The agent loads the module at once. (It compared with the
 /// providers of the poll that found the module gone, the new core's, and waited 300 s
 /// for a reload that had happened: part fleet's "openibd restart" under load.)
 #[test]
 fn a_restart_between_two_polls_loads_at_once() {
-    let t = std::time::Instant::now();
     let mut w = agent::Watch::default();
-    assert_eq!(
-        w.poll(Sample::Loaded(core_a()), t, RELOAD_AFTER),
-        Poll::Loaded
-    );
-    assert_eq!(
-        w.poll(Sample::Gone(core_b()), t, RELOAD_AFTER),
-        Poll::WentAwayReload
+    polls(
+        &mut w,
+        std::time::Instant::now(),
+        vec![
+            (Sample::Loaded(core_a()), 0, Poll::Loaded),
+            (Sample::Gone(core_b()), 0, Poll::WentAwayReload),
+        ],
     );
 }
 
@@ -373,27 +380,22 @@ fn nothing_held_at_start() {
 #[test]
 fn an_unread_binding_keeps_the_one_seen_before() {
     let t = std::time::Instant::now();
-    let mut w = agent::Watch::default();
-    assert_eq!(
-        w.poll(Sample::Loaded(core_a()), t, RELOAD_AFTER),
-        Poll::Loaded
+    polls(
+        &mut agent::Watch::default(),
+        t,
+        vec![
+            (Sample::Loaded(core_a()), 0, Poll::Loaded),
+            (Sample::Loaded(no_core()), 0, Poll::Loaded),
+            (Sample::Gone(core_a()), 0, Poll::WentAway),
+        ],
     );
-    assert_eq!(
-        w.poll(Sample::Loaded(no_core()), t, RELOAD_AFTER),
-        Poll::Loaded
-    );
-    assert_eq!(
-        w.poll(Sample::Gone(core_a()), t, RELOAD_AFTER),
-        Poll::WentAway
-    );
-    let mut w = agent::Watch::default();
-    assert_eq!(
-        w.poll(Sample::Loaded(Loads::new()), t, RELOAD_AFTER),
-        Poll::Loaded
-    );
-    assert_eq!(
-        w.poll(Sample::Gone(core_b()), t, RELOAD_AFTER),
-        Poll::WentAway
+    polls(
+        &mut agent::Watch::default(),
+        t,
+        vec![
+            (Sample::Loaded(Loads::new()), 0, Poll::Loaded),
+            (Sample::Gone(core_b()), 0, Poll::WentAway),
+        ],
     );
 }
 
