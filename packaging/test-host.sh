@@ -4,7 +4,7 @@
 # packaging/test-host.sh: part host of make test. A whole GPU node: the Debian 13 disk
 # of scripts/node-image (Debian's 7.3 backports kernel installed from its packages,
 # systemd as init), with the test doubles installed from packages of their own
-# (tests/node/double-debs: the nvidia.ko double as NVIDIA's dkms package, the ib_core
+# (tests/node/double-debs: the nvidia.ko double as NVIDIA's dkms package, the core
 # double as MOFED's, with the openibd stand-in) and peermem's own packages of
 # `make deb`, booted in QEMU with Debian's vmlinuz and initramfs, twice. Package
 # operations (dpkg, apt, dkms, the kernel's hooks) run in the node's root at native
@@ -12,7 +12,7 @@
 # among the services is checked inside the booted node (tests/node/checks). Each check
 # is named with its scenario:
 #   packages        the doubles and peermem installed with dpkg, built by dkms
-#   MOFED upgrade   the ib_core double's package upgraded (25.07 -> 25.10, one export
+#   MOFED upgrade   the core double's package upgraded (25.07 -> 25.10, one export
 #                   more): peermem not rebuilt (in the root), and loaded with it at
 #                   boot 1, doctor saying no rebuild is needed
 #   kernel change   a second kernel (7.2) installed: without its source dkms fails
@@ -82,7 +82,7 @@ sum1=$(sed -n 's/^== module \([0-9a-f]*\) .*/\1/p' <<<"$res")
 AFTER="peermem.service openibd.service peermem-metrics.timer" node_checks_unit
 
 # ---------------------------------------------------------------- before the first boot
-# MOFED upgrade: the ib_core double's next release, without a kernel change.
+# MOFED upgrade: the core double's next release, without a kernel change.
 res=$(in_node "dpkg -i /var/cache/peermem-test/peermem-test-mofed-dkms_25.10_amd64.deb; echo \"== dpkg \$?\"
 	dkms status mlnx-ofed-kernel
 	grep -c ib_peer_memory_core_release /usr/src/ofa_kernel/x86_64/$abi/Module.symvers | sed 's/^/== symvers /'

@@ -116,10 +116,10 @@ check "find-symvers: per-arch MOFED first, newest nvidia" test "$got" = "$F/usr/
 I=$TMP/inbox
 mkdir -p "$I/lib/modules/$KVER/build" "$I/usr/src/nvidia-580.65.06"
 touch "$I/usr/src/nvidia-580.65.06/Module.symvers"
-printf '0x1\tib_register_peer_memory_client\tdrivers/infiniband/core/ib_core\tEXPORT_SYMBOL\t\n' > "$I/lib/modules/$KVER/build/Module.symvers"
+printf '0x1\tib_register_peer_memory_client\tdrivers/infiniband/core/ib_uverbs\tEXPORT_SYMBOL\t\n' > "$I/lib/modules/$KVER/build/Module.symvers"
 got=$(FIND_SYMVERS_ROOT=$I ARCH=x86_64 "$ROOT/packaging/find-symvers" "$KVER" 2>"$TMP/inbox.err")
 check "find-symvers: in-box core: only nvidia's, exit 0" test "$got" = "$I/usr/src/nvidia-580.65.06/Module.symvers"
-check "find-symvers: in-box core: says it is the kernel's own" grep -q "the kernel's own ib_core exports the peer-memory core (in-box" "$TMP/inbox.err"
+check "find-symvers: in-box core: says it is the kernel's own" grep -q "the kernel's own ib_uverbs exports the peer-memory core (in-box" "$TMP/inbox.err"
 mkdir -p "$I/usr/src/ofa_kernel/default"; touch "$I/usr/src/ofa_kernel/default/Module.symvers"
 got=$(FIND_SYMVERS_ROOT=$I ARCH=x86_64 "$ROOT/packaging/find-symvers" "$KVER" 2>/dev/null)
 check "find-symvers: MOFED over the in-box core when both are installed" test "$got" = "$I/usr/src/ofa_kernel/default/Module.symvers $I/usr/src/nvidia-580.65.06/Module.symvers"

@@ -116,7 +116,7 @@ impl kernel::Module for PeerMem {
         let nv = Arc::pin_init(nv, GFP_KERNEL)?;
         let core = PeerCore::new(&syms).map_err(|MissingSymbol(name)| {
             pr_err!(
-                "the RDMA peer-memory core is not loaded ({} unresolved): install MOFED/DOCA-OFED before the GPU driver, load its ib_core first, and build with KBUILD_EXTRA_SYMBOLS naming its Module.symvers\n",
+                "the RDMA peer-memory core is not loaded ({} unresolved): load the module that exports it first (modprobe ib_uverbs: MOFED/DOCA-OFED from 25.04 and the in-box cores; ib_core: MOFED/DOCA-OFED up to 24.04; peermem doctor names it), or install MOFED/DOCA-OFED where the kernel has no peer-memory core\n",
                 name
             );
             ENODEV

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
- * Fake MOFED peer-memory core (ib_core.ko) for the peermem test bed.
+ * Fake MOFED peer-memory core for the peermem test bed: ib_core.ko as MOFED through
+ * 24.04, or ib_uverbs.ko over rdma_core.c's ib_core.ko as MOFED from 25.04 and the
+ * in-box cores (Kbuild's FAKE_CORE_EXPORTER; docs/abi.md 8).
  *
  * Exports ib_register_peer_memory_client / ib_unregister_peer_memory_client with the
  * real signatures and drives registered clients as docs/abi.md sections 2.4 and 2.5
@@ -19,7 +21,7 @@
  * The test-control API (tests/fakes/include/fake_ib_core.h) stands in for
  * ibv_reg_mr / ibv_dereg_mr and the HCA.
  */
-#define pr_fmt(fmt) "fake-ib_core: " fmt
+#define pr_fmt(fmt) "fake-" KBUILD_MODNAME ": " fmt
 
 #include <linux/module.h>
 #include <linux/mutex.h>
@@ -139,6 +141,11 @@ EXPORT_SYMBOL_GPL(fake_core_pause_hits);
 static bool inbox;
 module_param(inbox, bool, 0444);
 MODULE_PARM_DESC(inbox, "behave as the in-box peer-memory core (NV-Kernels, openEuler), not MOFED 25.x's");
+
+bool fake_core_test_inbox(void)
+{
+	return inbox;
+}
 
 static DEFINE_MUTEX(clients_lock);
 static LIST_HEAD(clients);
@@ -1142,19 +1149,29 @@ static int __init fake_core_init(void)
 
 	for (ret = 0; ret < FAKE_CORE_PAUSE_COUNT; ret++)
 		fake_pause_init(&pauses[ret]);
+#ifdef FAKE_CORE_SPLIT
+	/* The RDMA device core's devices (ib_core), as the real ib_uverbs finds them. */
+	hca_pdev = fake_rdma_core_hca(0);
+#else
 	hca_pdev = fake_pci_hca(0);
+#endif
 	if (hca_pdev) {
 		ret = dma_set_mask_and_coherent(&hca_pdev->dev, DMA_BIT_MASK(64));
 		/* HCA drivers raise the segment limit too (2 GiB is common). */
 		dma_set_max_seg_size(&hca_pdev->dev, SZ_2G);
 		if (ret)
 			pr_err("cannot raise the HCA stand-in's DMA mask: %d\n", ret);
+#ifdef FAKE_CORE_SPLIT
+		dma32_pdev = fake_rdma_core_hca(1);
+#else
 		dma32_pdev = fake_pci_hca(1);
+#endif
 	}
 	if (!hca_pdev || !dma32_pdev)
 		pr_err("missing HCA stand-ins (HCA %s, 32-bit %s)\n",
 		       hca_pdev ? "found" : "missing", dma32_pdev ? "found" : "missing");
 
+	/* The test bed's control directory: ib_core/ whichever module exports the API. */
 	dbg_root = debugfs_create_dir("ib_core", NULL);
 	if (!IS_ERR(dbg_root)) {
 		dbg_peers = debugfs_create_dir("memory_peers", dbg_root);

@@ -687,16 +687,25 @@ static void t_reg_dereg_locked(struct kunit *test, struct tclient *tc, u64 addr,
  * Where deregistration unmaps (docs/abi.md 2.5): an MR's under the mapping lock for
  * a client without INVALIDATE_UNMAPS, invalidating or not (the HCA driver stops
  * invalidation first); a CQ/QP buffer's, and an INVALIDATE_UNMAPS client's MR, with
- * no lock held. The flag counts for a non-invalidating extended client too.
+ * no lock held. The flag counts for a non-invalidating extended client too. The
+ * in-box core (docs/abi.md 8) stops a non-invalidating client's MR with no lock
+ * held, then unlocks the mutex it does not hold (counted in unbalanced_unlocks).
  */
 static void lifecycle_dereg_locks_by_region_and_client(struct kunit *test)
 {
 	struct fake_reg_opts buffer = { .can_invalidate = false, .writable = true };
 	struct tclient *plain = t_register(test, 0, "t_dplain", K_PLAIN);
 	struct tclient *ext = t_client(1, "t_dext", K_UNMAPS);
+	bool inbox = fake_core_test_inbox();
+	struct fake_core_counters k0, k;
 
-	t_reg_dereg_locked(test, plain, 0x700000, NULL, true);	/* an MR: stopped first */
+	fake_core_get_counters(&k0);
+	t_reg_dereg_locked(test, plain, 0x700000, NULL, !inbox);	/* an MR: stopped first */
+	fake_core_get_counters(&k);
+	KUNIT_EXPECT_EQ(test, k.unbalanced_unlocks - k0.unbalanced_unlocks, inbox ? 1 : 0);
 	t_reg_dereg_locked(test, plain, 0x700000, &buffer, false);	/* a CQ/QP buffer */
+	fake_core_get_counters(&k0);
+	KUNIT_EXPECT_EQ(test, k0.unbalanced_unlocks, k.unbalanced_unlocks);
 	t_unregister(plain);
 
 	/* Extended with INVALIDATE_UNMAPS, registered without invalidation. */
@@ -728,16 +737,25 @@ static void t_hca_failure(struct kunit *test, struct tclient *tc, bool locked)
 	t_unregister(tc);
 }
 
-/* As mlx5 when reg_create fails after mapping (docs/abi.md 2.5), per client kind. */
+/*
+ * As mlx5 when reg_create fails after mapping (docs/abi.md 2.5), per client kind.
+ * The in-box core (docs/abi.md 8) stops a non-invalidating client's MR with no lock
+ * held (one unbalanced unlock), and locks the mutex an invalidating client's region
+ * still holds (one deadlock of the real core each, counted; the double goes on).
+ */
 static void lifecycle_hca_failure_after_mapping(struct kunit *test)
 {
-	struct fake_core_counters k;
+	bool inbox = fake_core_test_inbox();
+	struct fake_core_counters k0, k;
 
-	t_hca_failure(test, t_register(test, 0, "t_hplain", K_PLAIN), true);
+	fake_core_get_counters(&k0);
+	t_hca_failure(test, t_register(test, 0, "t_hplain", K_PLAIN), !inbox);
 	t_hca_failure(test, t_register(test, 1, "t_hinval", K_INVAL), true);
 	t_hca_failure(test, t_register(test, 2, "t_hunmaps", K_UNMAPS), false);
 	fake_core_get_counters(&k);
 	KUNIT_EXPECT_EQ(test, k.mrs_live, 0);
+	KUNIT_EXPECT_EQ(test, k.unbalanced_unlocks - k0.unbalanced_unlocks, inbox ? 1 : 0);
+	KUNIT_EXPECT_EQ(test, k.stop_deadlocks - k0.stop_deadlocks, inbox ? 2 : 0);
 	KUNIT_EXPECT_EQ(test, t_violations(V_TOTAL), 0);
 }
 

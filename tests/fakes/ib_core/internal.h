@@ -70,7 +70,13 @@ void *ib_register_peer_memory_client(const struct peer_memory_client *client,
 				     invalidate_peer_memory *invalidate_out);
 void ib_unregister_peer_memory_client(void *reg_handle);
 
+/* rdma_core.c (the split build's ib_core): the idx-th HCA stand-in, referenced. */
+struct pci_dev;
+struct pci_dev *fake_rdma_core_hca(int idx);
+
 /* For the KUnit suites (core_test.c). */
+/* True when the core behaves as the in-box core (its parameter inbox=1). */
+bool fake_core_test_inbox(void);
 /* True when the calling thread holds the mapping lock of some live region. */
 bool fake_core_test_map_lock_held(void);
 /* Whether the registered client (handle) is extended with INVALIDATE_UNMAPS. */

@@ -141,17 +141,26 @@ check $S nothing_leaked_peerdirect clean
 
 # --- the in-box core (docs/abi.md 8) ---
 # The core double as the kernel's own peer_mem.c of NV-Kernels and openEuler
-# (inbox=1; without its own suites, which follow MOFED's), the client suites of both
-# pin modes against it. Its stop of a non-invalidating client's MR takes no lock and
-# unlocks the mutex it does not hold; of an invalidating client's MR whose HCA key
-# cannot be created, it locks the mutex it holds. The double counts both (the real
-# core would warn, and deadlock), and peermem is right either way: it takes no lock
-# of its own in dma_unmap or put_pages.
+# (inbox=1), exported from ib_uverbs over ib_core as there (and in MOFED from
+# 25.04): its own suites run at its insertion against that form, then the client
+# suites of both pin modes. Its stop of a non-invalidating client's MR takes no lock
+# and unlocks the mutex it does not hold; of an invalidating client's MR whose HCA
+# key cannot be created, it locks the mutex it holds. The double counts both (the
+# real core would warn, and deadlock), and peermem is right either way: it takes no
+# lock of its own in dma_unmap or put_pages.
 I=peermem_inbox_core
 unload ib_core
-load ib_core-nosuites inbox=1
+load ib_core-rdma
+# ib_core without the peer-memory API: peermem refuses, naming where the API lives.
+check $I refused_while_ib_uverbs_is_not_loaded expect_fail insmod /peermem/peermem.ko
+check $I refusal_names_ib_uverbs logged "the RDMA peer-memory core is not loaded .*(modprobe ib_uverbs:"
+load ib_uverbs inbox=1
 check $I the_core_behaves_as_the_kernels logged "behaving as the in-box core"
+check $I ib_uverbs_exports_the_api grep -q "ib_register_peer_memory_client.\[ib_uverbs\]" /proc/kallsyms
+check $I ib_uverbs_holds_ib_core test -e /sys/module/ib_core/holders/ib_uverbs
+check $I doctor_names_ib_uverbs expect_output "ib_register_peer_memory_client found (module [ib_uverbs])" /peermem/peermem doctor
 load peermem
+check $I doctor_sees_the_client_registered_with_ib_uverbs expect_output "peermem is registered with ib_uverbs" /peermem/peermem doctor
 # (The model suites with fewer random operations and stress rounds than above. The
 # debug kernel's run leaves these suites out: INBOX_SUITES=0, scripts/test-debug.)
 if have_kunit && [ "${INBOX_SUITES:-1}" = 1 ]; then
@@ -182,6 +191,7 @@ fi
 invalidated_then_deregistered $I
 unload peermem
 check $I nothing_leaked_callback clean
+unload ib_uverbs
 unload ib_core
 load ib_core-nosuites
 

@@ -289,12 +289,44 @@ fn proprietary_driver_fails_first() {
         .contains("a Rust module cannot use the proprietary nvidia.ko"));
 }
 
+/// missing-core: MOFED 25.04's ib_core loaded, its ib_uverbs (the exporter from 25.04
+/// on) not, and no Module.symvers to name the exporter: the check fails, claiming no
+/// provider, and its fix names both modules that may carry the core and the way out.
+/// With MOFED's Module.symvers installed naming ib_uverbs, it names ib_uverbs.
 #[test]
 fn missing_peer_memory_core_fails() {
     let r = run("missing-core");
     let c = first_fail(&r, "peer-memory-core");
-    assert!(c.detail.contains("upstream kernel"), "{c:?}");
+    assert_eq!(
+        c.detail,
+        "no loaded module exports ib_register_peer_memory_client: ib_core 25.04-0.6.1 \
+         (MOFED/DOCA-OFED's) is loaded and does not export it, ib_uverbs is not loaded, and \
+         no Module.symvers names its exporter (neither MOFED/DOCA-OFED's \
+         (/usr/src/ofa_kernel) nor the kernel's \
+         (/lib/modules/7.0.0-34-generic/build/Module.symvers))"
+    );
+    assert!(fix(c).starts_with("modprobe ib_uverbs: "), "{c:?}");
     assert!(r.summary().contains("install MOFED/DOCA-OFED"));
+    assert!(r.summary().contains("use dma-buf"));
+
+    let dir = Scratch::copy_of("missing-core", "missing-core-symvers");
+    write(
+        &dir,
+        "/usr/src/ofa_kernel/x86_64/7.0.0-34-generic/Module.symvers",
+        "0x1c2d3e4f\tib_register_peer_memory_client\tdrivers/infiniband/core/ib_uverbs\tEXPORT_SYMBOL\t\n",
+    );
+    let r = run_at(&dir);
+    let c = first_fail(&r, "peer-memory-core");
+    assert_eq!(
+        c.detail,
+        "no loaded module exports ib_register_peer_memory_client: MOFED/DOCA-OFED's \
+         /usr/src/ofa_kernel/x86_64/7.0.0-34-generic/Module.symvers names ib_uverbs as its \
+         exporter, and ib_uverbs is not loaded"
+    );
+    assert_eq!(
+        fix(c),
+        "modprobe ib_uverbs (systemctl restart openibd loads it too, as openibd does at boot)"
+    );
 }
 
 #[test]

@@ -158,6 +158,11 @@ fn a_symbol_version_mismatch_fails_naming_symbol_and_module() {
     let fix = fix(c);
     assert!(fix.contains("packaging/find-symvers"), "{fix}");
     assert!(fix.contains("KBUILD_EXTRA_SYMBOLS"), "{fix}");
+    // healthy-h100's core is MOFED 25.04's ib_uverbs: the fix names it.
+    assert!(
+        fix.starts_with("the module was built against another ib_uverbs or nvidia.ko"),
+        "{fix}"
+    );
     // The module is not loaded: that fails first, symbol-errors says why.
     first_fail(&r, "peermem-module");
     let ids: Vec<&str> = r.checks.iter().map(|c| c.id).collect();
@@ -187,6 +192,36 @@ fn an_unknown_symbol_fails_naming_the_provider() {
          peermem: Unknown symbol nvidia_p2p_put_pages (err -2)",
     );
     assert!(fix(c).contains("modprobe nvidia"));
+    // The core's module as peer-memory-core finds it: MOFED 25.04's ib_uverbs.
+    assert!(fix(c).contains("modprobe ib_uverbs"), "{c:?}");
+    assert!(!fix(c).contains("modprobe ib_core"), "{c:?}");
+    // No loaded module exports the core and no Module.symvers names one: both modules
+    // that may carry it, and the check that names it.
+    without_core_exports(&dir);
+    let r = run_at(&dir);
+    let f = fix(expect(&r, "symbol-errors", Verdict::Fail)).to_owned();
+    assert!(
+        f.contains(
+            "ib_uverbs on MOFED/DOCA-OFED 25.04 and later and on the in-box cores, ib_core on \
+             MOFED/DOCA-OFED 24.04 and earlier; peermem doctor's peer-memory-core names it"
+        ),
+        "{f}"
+    );
+    assert!(!f.contains("modprobe ib_core"), "{f}");
+}
+
+/// The tree at `dir` with no module exporting the peer-memory core's symbols
+/// (/proc/kallsyms without them, ib_uverbs not loaded).
+fn without_core_exports(dir: &std::path::Path) {
+    let p = dir.join("proc/kallsyms");
+    let s: String = std::fs::read_to_string(&p)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.contains("_peer_memory_client"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(p, s).unwrap();
+    let _ = std::fs::remove_dir_all(dir.join("sys/module/ib_uverbs"));
 }
 
 /// healthy-dev-vm records no kernel log (no /dmesg.txt).
@@ -458,8 +493,9 @@ fn the_packages_unit_is_the_boot_entry() {
 
 /// A module loaded at boot by modules-load.d (make install's entry, or NVIDIA's
 /// nvidia-peermem set up by hand) on a host with MOFED's openibd: `openibd restart`
-/// fails while it holds ib_core, and the fix names the unit. Without openibd the
-/// entry is fine.
+/// fails while it holds the peer-memory core's module (MOFED 25.04's ib_uverbs in
+/// healthy-h100; both candidates where no loaded module exports the core), and the fix
+/// names the unit. Without openibd the entry is fine.
 #[test]
 fn modules_load_beside_openibd_warns() {
     let dir = Scratch::copy_of("healthy-h100", "boot-openibd");
@@ -473,10 +509,20 @@ fn modules_load_beside_openibd_warns() {
         "{c:?}"
     );
     assert!(
-        c.detail.contains("`systemctl restart openibd` fails"),
+        c.detail
+            .ends_with("`systemctl restart openibd` fails while the module holds ib_uverbs"),
         "{c:?}"
     );
     assert!(fix(c).contains("peermem.service"), "{c:?}");
+    without_core_exports(&dir);
+    let r = run_at(&dir);
+    let c = expect(&r, "boot-load", Verdict::Warn);
+    assert!(
+        c.detail.ends_with(
+            "fails while the module holds the peer-memory core's module (ib_uverbs or ib_core)"
+        ),
+        "{c:?}"
+    );
 }
 
 // ---- core-symbols -----------------------------------------------------------------
@@ -626,6 +672,19 @@ fn module_symbol_versions_are_read_from_either_table() {
         Some(1)
     );
     assert_eq!(doctor::symvers_crc(symvers, "ib_register"), None);
+    // The exporting module: the module path's base name (MOFED's and the kernel's
+    // Module.symvers give a path; a bare name is its own).
+    assert_eq!(
+        doctor::symvers_exporter(symvers, "ib_register_peer_memory_client"),
+        Some("ib_core")
+    );
+    let inbox =
+        "0x1\tib_register_peer_memory_client\tdrivers/infiniband/core/ib_uverbs\tEXPORT_SYMBOL\t\n";
+    assert_eq!(
+        doctor::symvers_exporter(inbox, "ib_register_peer_memory_client"),
+        Some("ib_uverbs")
+    );
+    assert_eq!(doctor::symvers_exporter(inbox, "ib_register"), None);
 }
 
 /// With symbol versions, the CRCs the installed module records are compared with
@@ -676,7 +735,7 @@ fn core_symbols_compares_the_module_crcs_with_mofed_symvers() {
         "core-symbols",
         Verdict::Fail,
         &format!(
-            "{module} was built against another ib_core than MOFED/DOCA-OFED's {symvers}: \
+            "{module} was built against another peer-memory core than MOFED/DOCA-OFED's {symvers}: \
              the symbol versions differ for ib_register_peer_memory_client (the module \
              records 0x01020304, ib_core exports 0x1c2d3e4f); the kernel refuses to load \
              it (\"disagrees about version of symbol\")"
@@ -698,7 +757,7 @@ fn core_symbols_compares_the_module_crcs_with_mofed_symvers() {
         &format!(
             "{module} records no symbol version for ib_register_peer_memory_client and \
              ib_unregister_peer_memory_client (built without MOFED's Module.symvers): it \
-             loads over any ib_core that exports them"
+             loads over any peer-memory core that exports them"
         ),
     );
 }

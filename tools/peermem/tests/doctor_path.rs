@@ -382,17 +382,19 @@ fn a_bad_env_file_is_a_usage_error() {
 
 #[test]
 fn provider_mofed_or_in_box() {
-    // healthy-h100's ib_core has a version: MOFED's.
+    // healthy-h100 has MOFED 25.04, whose ib_uverbs exports the API and has a version.
     let dir = host("provider-mofed");
     let (v, _) = doctor(&dir, "", "");
     let d = detail(&v, "peer-memory-core");
     assert!(
-        d.ends_with("provided by MOFED/DOCA-OFED ib_core 25.04-0.6.1"),
+        d.ends_with("(module [ib_uverbs]): provided by MOFED/DOCA-OFED ib_uverbs 25.04-0.6.1"),
         "{d}"
     );
-    // Without one, and modules.dep naming the kernel's own file: in-box.
+    // An ib_core exporting it (MOFED up to 24.04's shape, and the project's core
+    // double's) without a version, modules.dep naming the kernel's own file: in-box.
     let dir = host("provider-inbox");
     std::fs::remove_file(dir.join("sys/module/ib_core/version")).unwrap();
+    exports(&dir, Some("ib_core"), &[]);
     write(
         &dir,
         "/lib/modules/7.0.0-34-generic/modules.dep",
@@ -406,9 +408,221 @@ fn provider_mofed_or_in_box() {
     );
 }
 
+/// The tree at `dir` with the peer-memory core's exports in module `core` in
+/// /proc/kallsyms (`Some("")`: built into the kernel; `None`: exported by nothing), and
+/// /sys/module/ib_uverbs as `loaded` says: absent, or a fresh load with no version and
+/// no holders (ib_core is left as it is).
+fn exports(dir: &Path, core: Option<&str>, loaded: &[&str]) {
+    let p = dir.join("proc/kallsyms");
+    let mut s: String = std::fs::read_to_string(&p)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.contains("_peer_memory_client"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    match core {
+        Some("") => s.push_str(
+            "ffffffff81c01230 T ib_register_peer_memory_client\n\
+             ffffffff81c01560 T ib_unregister_peer_memory_client\n",
+        ),
+        Some(m) => s.push_str(&format!(
+            "ffffffffc0b01230 T ib_register_peer_memory_client\t[{m}]\n\
+             ffffffffc0b01560 T ib_unregister_peer_memory_client\t[{m}]\n"
+        )),
+        None => {}
+    }
+    std::fs::write(p, s).unwrap();
+    let uverbs = dir.join("sys/module/ib_uverbs");
+    if uverbs.exists() {
+        std::fs::remove_dir_all(&uverbs).unwrap();
+    }
+    if loaded.contains(&"ib_uverbs") {
+        std::fs::create_dir_all(uverbs.join("holders")).unwrap();
+    }
+}
+
+/// A `Module.symvers` naming `module` (drivers/infiniband/core/`module`) as the exporter
+/// of the peer-memory core's symbols.
+fn symvers_naming(module: &str) -> String {
+    format!(
+        "0x0bc1a2d3\tib_register_device\tdrivers/infiniband/core/ib_core\tEXPORT_SYMBOL\t\n\
+         0x1c2d3e4f\tib_register_peer_memory_client\tdrivers/infiniband/core/{module}\tEXPORT_SYMBOL\t\n\
+         0x5a6b7c8d\tib_unregister_peer_memory_client\tdrivers/infiniband/core/{module}\tEXPORT_SYMBOL\t\n"
+    )
+}
+
+/// An in-box core (Ubuntu's trees by flavour, NV-Kernels, openEuler) exports the API
+/// from the kernel's own ib_uverbs (docs/abi.md 8): ib_core loaded, ib_uverbs not, and
+/// the kernel's Module.symvers naming ib_uverbs: the fix loads ib_uverbs, not ib_core.
+#[test]
+fn in_box_core_not_loaded_names_ib_uverbs() {
+    let dir = host("inbox-uverbs-unloaded");
+    std::fs::remove_file(dir.join("sys/module/ib_core/version")).unwrap();
+    exports(&dir, None, &[]);
+    let symvers = "/lib/modules/7.0.0-34-generic/build/Module.symvers";
+    write(&dir, symvers, symvers_naming("ib_uverbs"));
+    let (v, _) = doctor(&dir, "", "");
+    let c = check(&v, "peer-memory-core");
+    assert_eq!(c["verdict"], "FAIL", "{c}");
+    let (d, f) = (c["detail"].as_str().unwrap(), c["fix"].as_str().unwrap());
+    assert_eq!(
+        d,
+        format!(
+            "no loaded module exports ib_register_peer_memory_client: the kernel's \
+             {symvers} names ib_uverbs as its exporter, and ib_uverbs is not loaded"
+        )
+    );
+    assert_eq!(f, "modprobe ib_uverbs");
+    assert!(!f.contains("modprobe ib_core"), "{f}");
+}
+
+/// MOFED/DOCA-OFED 25.04 and later export the API from their ib_uverbs (docs/abi.md 8):
+/// MOFED's ib_core loaded, its ib_uverbs not, MOFED's Module.symvers naming ib_uverbs.
+#[test]
+fn mofed_25_core_not_loaded_names_ib_uverbs() {
+    let dir = host("mofed-uverbs-unloaded");
+    exports(&dir, None, &[]);
+    let symvers = "/usr/src/ofa_kernel/default/Module.symvers";
+    write(&dir, symvers, symvers_naming("ib_uverbs"));
+    // The kernel's own, naming another module, is not read where MOFED's is.
+    write(
+        &dir,
+        "/lib/modules/7.0.0-34-generic/build/Module.symvers",
+        symvers_naming("ib_core"),
+    );
+    let (v, _) = doctor(&dir, "", "");
+    let c = check(&v, "peer-memory-core");
+    assert_eq!(c["verdict"], "FAIL", "{c}");
+    let (d, f) = (c["detail"].as_str().unwrap(), c["fix"].as_str().unwrap());
+    assert_eq!(
+        d,
+        format!(
+            "no loaded module exports ib_register_peer_memory_client: MOFED/DOCA-OFED's \
+             {symvers} names ib_uverbs as its exporter, and ib_uverbs is not loaded"
+        )
+    );
+    assert!(f.starts_with("modprobe ib_uverbs"), "{f}");
+    assert!(f.contains("systemctl restart openibd"), "{f}");
+    assert!(!f.contains("modprobe ib_core"), "{f}");
+}
+
+/// MOFED/DOCA-OFED up to 24.04 exported the API from ib_core: with nothing loaded, its
+/// Module.symvers names ib_core and the fix loads it.
+#[test]
+fn mofed_24_core_not_loaded_names_ib_core() {
+    let dir = host("mofed-core-unloaded");
+    std::fs::remove_dir_all(dir.join("sys/module/ib_core")).unwrap();
+    exports(&dir, None, &[]);
+    let symvers = "/usr/src/ofa_kernel/x86_64/7.0.0-34-generic/Module.symvers";
+    write(&dir, symvers, symvers_naming("ib_core"));
+    let (v, _) = doctor(&dir, "", "");
+    let c = check(&v, "peer-memory-core");
+    assert_eq!(c["verdict"], "FAIL", "{c}");
+    assert!(
+        c["detail"].as_str().unwrap().ends_with(&format!(
+            "{symvers} names ib_core as its exporter, and ib_core is not loaded"
+        )),
+        "{c}"
+    );
+    assert!(
+        c["fix"].as_str().unwrap().starts_with("modprobe ib_core"),
+        "{c}"
+    );
+}
+
+/// No loaded module exports the API and no Module.symvers names its exporter: the
+/// check fails without naming a provider it cannot know; the fix names both modules
+/// that may carry the core, and the way out where neither does.
+#[test]
+fn no_exporter_anywhere_claims_nothing() {
+    let dir = host("no-exporter");
+    std::fs::remove_file(dir.join("sys/module/ib_core/version")).unwrap();
+    exports(&dir, None, &[]);
+    let (v, _) = doctor(&dir, "", "");
+    let c = check(&v, "peer-memory-core");
+    assert_eq!(c["verdict"], "FAIL", "{c}");
+    let (d, f) = (c["detail"].as_str().unwrap(), c["fix"].as_str().unwrap());
+    assert!(!d.contains("upstream"), "{d}");
+    assert!(d.contains("ib_uverbs is not loaded"), "{d}");
+    assert!(d.contains("no Module.symvers names its exporter"), "{d}");
+    assert!(f.starts_with("modprobe ib_uverbs"), "{f}");
+    for part in [
+        "ib_uverbs (MOFED/DOCA-OFED 25.04 and later, and the in-box cores",
+        "ib_core (MOFED/DOCA-OFED 24.04 and earlier)",
+        "install MOFED/DOCA-OFED",
+        "dma-buf",
+    ] {
+        assert!(f.contains(part), "{part}: {f}");
+    }
+    // ib_uverbs loaded too and neither exporting: no peer-memory core in this RDMA core.
+    exports(&dir, None, &["ib_uverbs"]);
+    let (v, _) = doctor(&dir, "", "");
+    let c = check(&v, "peer-memory-core");
+    assert_eq!(c["verdict"], "FAIL", "{c}");
+    assert!(
+        c["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("ib_core and ib_uverbs are loaded and neither exports"),
+        "{c}"
+    );
+    assert!(!c["fix"].as_str().unwrap().contains("modprobe"), "{c}");
+}
+
+/// The in-box core loaded: the kernel's own ib_uverbs (no version, modules.dep's file
+/// under kernel/) exports the API and the client holds it.
+#[test]
+fn in_box_ib_uverbs_provides_and_holds_the_client() {
+    let dir = host("inbox-uverbs");
+    std::fs::remove_file(dir.join("sys/module/ib_core/version")).unwrap();
+    exports(&dir, Some("ib_uverbs"), &["ib_uverbs"]);
+    let _ = std::fs::remove_file(dir.join("sys/module/ib_core/holders/nvidia_peermem"));
+    write(&dir, "/sys/module/ib_uverbs/holders/nvidia_peermem", "");
+    write(
+        &dir,
+        "/lib/modules/7.0.0-34-generic/modules.dep",
+        "kernel/drivers/infiniband/core/ib_core.ko.zst:\n\
+         kernel/drivers/infiniband/core/ib_uverbs.ko.zst: kernel/drivers/infiniband/core/ib_core.ko.zst\n",
+    );
+    let (v, _) = doctor(&dir, "", "");
+    let c = check(&v, "peer-memory-core");
+    assert_eq!(c["verdict"], "OK", "{c}");
+    assert_eq!(
+        c["detail"],
+        "ib_register_peer_memory_client found (module [ib_uverbs]): provided by the kernel's \
+         own ib_uverbs (in-box peer_mem, kernel/drivers/infiniband/core/ib_uverbs.ko.zst)"
+    );
+    let c = check(&v, "client-registered");
+    assert_eq!(c["verdict"], "OK", "{c}");
+    assert!(
+        c["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("nvidia_peermem is registered with ib_uverbs (it holds ib_uverbs;"),
+        "{c}"
+    );
+}
+
+/// A core built into the kernel (kallsyms names no module) is the in-box peer_mem in
+/// vmlinux, not a module's.
+#[test]
+fn built_in_core_names_no_module() {
+    let dir = host("built-in");
+    exports(&dir, Some(""), &[]);
+    let (v, _) = doctor(&dir, "", "");
+    let c = check(&v, "peer-memory-core");
+    assert_eq!(c["verdict"], "OK", "{c}");
+    assert_eq!(
+        c["detail"],
+        "ib_register_peer_memory_client found (no module): built into the kernel (in-box \
+         peer_mem)"
+    );
+}
+
 #[test]
 fn loaded_but_not_registered_fails() {
-    // Registered: the client holds the core's module (healthy-h100 records the link).
+    // Registered: the client holds the core's module, MOFED 25.04's ib_uverbs
+    // (healthy-h100 records the link).
     let dir = host("registered");
     let (v, _) = doctor(&dir, "", "");
     let c = check(&v, "client-registered");
@@ -417,12 +631,12 @@ fn loaded_but_not_registered_fails() {
         c["detail"]
             .as_str()
             .unwrap()
-            .starts_with("nvidia_peermem is registered with ib_core"),
+            .starts_with("nvidia_peermem is registered with ib_uverbs (it holds ib_uverbs;"),
         "{c}"
     );
     // Loaded without a reference on the core (NCCL issue 1939).
     let dir = host("not-registered");
-    std::fs::remove_file(dir.join("sys/module/ib_core/holders/nvidia_peermem")).unwrap();
+    std::fs::remove_file(dir.join("sys/module/ib_uverbs/holders/nvidia_peermem")).unwrap();
     let (v, _) = doctor(&dir, "", "");
     let c = check(&v, "client-registered");
     assert_eq!(c["verdict"], "FAIL", "{c}");

@@ -7,8 +7,9 @@
 //!
 //! - `<module>: disagrees about version of symbol <symbol>`: the module's CRC for the
 //!   symbol (from the `Module.symvers` it was built against) is not the loaded
-//!   provider's: built against another ib_core (upstream instead of MOFED/DOCA-OFED, or
-//!   another MOFED release) or another nvidia.ko;
+//!   provider's: built against another peer-memory core's module (ib_uverbs or ib_core:
+//!   upstream's instead of MOFED/DOCA-OFED's, or another MOFED release's) or another
+//!   nvidia.ko;
 //! - `<module>: Unknown symbol <symbol> (err <n>)`: no loaded module exports it (the
 //!   provider is not loaded, or is a build without it: err -2), or it follows the
 //!   version mismatch above for the same symbol (err -22).
@@ -19,7 +20,7 @@
 
 use std::io::Read;
 
-use super::{Check, Host, Verdict, DROPIN, NATIVE};
+use super::{core_module_name, Check, Host, Verdict, DROPIN, NATIVE};
 use crate::Root;
 
 /// The recorded tree's kernel log: what `dmesg` printed.
@@ -166,21 +167,34 @@ pub(super) fn symbol_errors(h: &Host<'_>) -> Check {
         }
     }
     let lines: Vec<String> = crc.iter().chain(&unknown).cloned().collect();
+    // The core's module as peer-memory-core finds it (loaded, or named by a
+    // Module.symvers), else both that may carry it.
+    let core = core_module_name(h);
     let mut fix = Vec::new();
     if !crc.is_empty() {
-        fix.push(
-            "the module was built against another ib_core or nvidia.ko than the loaded \
+        let against = core.as_deref().unwrap_or("peer-memory core");
+        fix.push(format!(
+            "the module was built against another {against} or nvidia.ko than the loaded \
              ones: rebuild it against the installed MOFED/DOCA-OFED and nvidia.ko \
              (make KBUILD_EXTRA_SYMBOLS=\"$(packaging/find-symvers $(uname -r))\", or \
-             dkms autoinstall) and reload it",
-        );
+             dkms autoinstall) and reload it"
+        ));
     }
     if !unknown.is_empty() {
-        fix.push(
-            "a symbol's provider is not loaded or is a build without it: load nvidia.ko \
-             and MOFED/DOCA-OFED's ib_core first (modprobe nvidia; modprobe ib_core), and \
-             check that ib_core is MOFED's (peer-memory-core) before reloading",
-        );
+        fix.push(match &core {
+            Some(m) => format!(
+                "a symbol's provider is not loaded or is a build without it: load nvidia.ko \
+                 and the peer-memory core's {m} first (modprobe nvidia; modprobe {m}), and \
+                 check peer-memory-core before reloading"
+            ),
+            None => "a symbol's provider is not loaded or is a build without it: load \
+                 nvidia.ko and the peer-memory core's module first (modprobe nvidia; \
+                 modprobe that module: ib_uverbs on MOFED/DOCA-OFED 25.04 and later and on \
+                 the in-box cores, ib_core on MOFED/DOCA-OFED 24.04 and earlier; peermem \
+                 doctor's peer-memory-core names it), and check peer-memory-core before \
+                 reloading"
+                .to_owned(),
+        });
     }
     Check::new(
         ID,

@@ -22,7 +22,7 @@ pub use kernel::{
     supported_list, Config, RUST_BUILD_FILES, RUST_CRATES, SUPPORTED_KERNELS_FILE, TARGET_JSON,
 };
 pub use logs::{kernel_log, DMESG_FILE};
-pub use modversions::{module_crcs, module_image, symvers_crc};
+pub use modversions::{module_crcs, module_image, symvers_crc, symvers_exporter};
 pub use pcie::{acs_control, acs_flags, acs_redirects, Acs, Level, ACS_CAP_ID};
 pub use toolchain::toolchain_in;
 
@@ -430,7 +430,8 @@ fn boot_unit(h: &Host<'_>) -> Option<(String, String)> {
 /// The Debian packages and `make install` enable `peermem.service` (loaded after
 /// openibd, unloaded before it stops); an admin may list the module in modules-load.d
 /// instead. A module loaded outside the unit on a host with MOFED's openibd makes
-/// `systemctl restart openibd` fail: openibd cannot unload ib_core while the client
+/// `systemctl restart openibd` fail: openibd cannot unload the peer-memory core's
+/// module (ib_uverbs from MOFED/DOCA-OFED 25.04 on, ib_core before) while the client
 /// holds it.
 fn boot_load(h: &Host<'_>) -> Check {
     const ID: &str = "boot-load";
@@ -482,13 +483,14 @@ fn boot_load(h: &Host<'_>) -> Check {
         );
     }
     if let Some(dir) = openibd {
+        let core = core_module(h).unwrap_or(CORE_MODULES);
         return Check::new(
             ID,
             Verdict::Warn,
             format!(
                 "{}, outside peermem.service, and MOFED's openibd is installed \
                  ({dir}/openibd.service): `systemctl restart openibd` fails while the \
-                 module holds ib_core",
+                 module holds {core}",
                 found.join("; ")
             ),
         )
@@ -933,8 +935,9 @@ fn nvidia_version(h: &Host<'_>) -> Vec<Check> {
     vec![version, persistent]
 }
 
-/// Where MOFED/DOCA-OFED's packages put the `Module.symvers` of their ib_core for
-/// kernel `rel` (as nvidia-peermem's build and packaging/find-symvers look for it).
+/// Where MOFED/DOCA-OFED's packages put the `Module.symvers` of their RDMA modules
+/// (ib_core, ib_uverbs, ...) for kernel `rel` (as nvidia-peermem's build and
+/// packaging/find-symvers look for it).
 fn mofed_symvers(h: &Host<'_>, rel: &str) -> Option<String> {
     [
         format!("/usr/src/ofa_kernel/x86_64/{rel}/Module.symvers"),
@@ -951,9 +954,9 @@ const CORE_SYMBOLS: [&str; 2] = [
     "ib_unregister_peer_memory_client",
 ];
 
-/// Does a MOFED/DOCA-OFED upgrade (a new ib_core, the kernel unchanged) need peermem
-/// rebuilt? Only where the kernel checks symbol versions (`CONFIG_MODVERSIONS`): there
-/// a module built against the old ib_core fails to load ("disagrees about version of
+/// Does a MOFED/DOCA-OFED upgrade (a new peer-memory core, the kernel unchanged) need
+/// peermem rebuilt? Only where the kernel checks symbol versions (`CONFIG_MODVERSIONS`):
+/// there a module built against the old core fails to load ("disagrees about version of
 /// symbol ib_register_peer_memory_client") once the CRCs changed. The check compares
 /// the CRCs the installed module records (decompressed where dkms compressed it) with
 /// those of MOFED's `Module.symvers`; a module it cannot read is judged by time: a MOFED `Module.symvers`
@@ -969,8 +972,8 @@ fn core_symbols(h: &Host<'_>) -> Check {
             Verdict::Ok,
             format!(
                 "the kernel checks no symbol versions (CONFIG_MODVERSIONS is not set in {}): \
-                 a MOFED/DOCA-OFED upgrade needs no rebuild of peermem while its ib_core \
-                 exports ib_register_peer_memory_client",
+                 a MOFED/DOCA-OFED upgrade needs no rebuild of peermem while its \
+                 peer-memory core exports ib_register_peer_memory_client",
                 config.path
             ),
         );
@@ -1010,7 +1013,8 @@ fn core_symbols(h: &Host<'_>) -> Check {
         for sym in CORE_SYMBOLS {
             match (recorded.get(sym), symvers_crc(&text, sym)) {
                 (Some(&built), Some(now)) if built != now => differ.push(format!(
-                    "{sym} (the module records 0x{built:08x}, ib_core exports 0x{now:08x})"
+                    "{sym} (the module records 0x{built:08x}, {} exports 0x{now:08x})",
+                    symvers_exporter(&text, sym).unwrap_or("the core")
                 )),
                 (None, Some(_)) => unversioned.push(sym),
                 _ => {}
@@ -1021,7 +1025,7 @@ fn core_symbols(h: &Host<'_>) -> Check {
                 ID,
                 Verdict::Fail,
                 format!(
-                    "{module} was built against another ib_core than MOFED/DOCA-OFED's \
+                    "{module} was built against another peer-memory core than MOFED/DOCA-OFED's \
                      {symvers}: the symbol versions differ for {}; the kernel refuses to \
                      load it (\"disagrees about version of symbol\")",
                     differ.join(", ")
@@ -1038,7 +1042,7 @@ fn core_symbols(h: &Host<'_>) -> Check {
         } else {
             format!(
                 "{module} records no symbol version for {} (built without MOFED's \
-                 Module.symvers): it loads over any ib_core that exports them",
+                 Module.symvers): it loads over any peer-memory core that exports them",
                 unversioned.join(" and ")
             )
         };
@@ -1071,9 +1075,37 @@ fn core_module<'h>(h: &'h Host<'_>) -> Option<&'h str> {
         .map(|m| m.trim_start_matches('[').trim_end_matches(']'))
 }
 
-/// Who provides peer-memory core module `m`: MOFED/DOCA-OFED (its ib_core has a
-/// version, and is installed in updates/), or the distribution's own ib_core (the
-/// in-box peer_mem.c of Ubuntu's, NV-Kernels' or openEuler's trees; docs/abi.md 8).
+/// The modules that may carry the peer-memory core, where doctor cannot tell which.
+const CORE_MODULES: &str = "the peer-memory core's module (ib_uverbs or ib_core)";
+
+/// The module that would export the peer-memory API where no loaded one does: the one
+/// a `Module.symvers` names for `ib_register_peer_memory_client`, MOFED/DOCA-OFED's
+/// where it is installed (its modules replace the kernel's), else the kernel's own
+/// (`/lib/modules/<release>/build/Module.symvers`). The module, the file, and whether
+/// the file is MOFED's.
+fn symvers_core(h: &Host<'_>) -> Option<(String, String, bool)> {
+    let rel = h.release.as_deref()?;
+    let (file, mofed) = match mofed_symvers(h, rel) {
+        Some(f) => (f, true),
+        None => (format!("/lib/modules/{rel}/build/Module.symvers"), false),
+    };
+    let text = h.root.read(&file)?;
+    let module = symvers_exporter(&text, "ib_register_peer_memory_client")?;
+    (module != "vmlinux").then(|| (module.to_owned(), file, mofed))
+}
+
+/// The peer-memory core's module as doctor finds it: the loaded one exporting the API,
+/// else the one a `Module.symvers` names ([`symvers_core`]); `None` where neither says.
+fn core_module_name(h: &Host<'_>) -> Option<String> {
+    core_module(h)
+        .map(str::to_owned)
+        .or_else(|| symvers_core(h).map(|(m, _, _)| m))
+}
+
+/// Who provides peer-memory core module `m`: MOFED/DOCA-OFED (its modules have a
+/// version, and are installed in updates/), or the distribution's own (the in-box
+/// peer_mem.c of Ubuntu's, NV-Kernels' or openEuler's trees, linked into ib_uverbs;
+/// docs/abi.md 8).
 fn core_provider(h: &Host<'_>, m: &str) -> String {
     if let Some(v) = h.module_version(m) {
         return format!("MOFED/DOCA-OFED {m} {v}");
@@ -1097,40 +1129,122 @@ fn core_provider(h: &Host<'_>, m: &str) -> String {
     }
 }
 
+/// Is the peer-memory API (`ib_register_peer_memory_client`) there, and who provides
+/// it? MOFED/DOCA-OFED export it from ib_core up to 24.04 and from ib_uverbs from 25.04
+/// on; the in-box cores from the kernel's own ib_uverbs (docs/abi.md 8). Where no
+/// loaded module exports it, the module a `Module.symvers` names is the one to load.
 fn peer_memory_core(h: &Host<'_>) -> Check {
     const ID: &str = "peer-memory-core";
     let Some(_) = h.kallsyms else {
         return Check::new(ID, Verdict::Warn, "cannot read /proc/kallsyms")
             .fix("run peermem doctor as root");
     };
-    match core_module(h) {
-        Some(m) => Check::new(
+    if let Some(m) = core_module(h) {
+        return Check::new(
             ID,
             Verdict::Ok,
             format!(
                 "ib_register_peer_memory_client found (module [{m}]): provided by {}",
                 core_provider(h, m)
             ),
-        ),
-        None if h.kallsyms_has("ib_register_peer_memory_client").is_some() => Check::new(
+        );
+    }
+    if h.kallsyms_has("ib_register_peer_memory_client").is_some() {
+        return Check::new(
             ID,
             Verdict::Ok,
-            "ib_register_peer_memory_client found (built in): provided by the kernel's own ib_core (in-box peer_mem)",
-        ),
-        None if h.module("ib_core") => Check::new(
-            ID,
-            Verdict::Fail,
-            "ib_core is loaded but has no peer-memory core (no ib_register_peer_memory_client): \
-             it is the upstream kernel's, not MOFED/DOCA-OFED's",
-        )
-        .fix("install MOFED/DOCA-OFED (before building the GPU driver), or use dma-buf (ibv_reg_dmabuf_mr) on upstream kernels"),
-        None => Check::new(
-            ID,
-            Verdict::Fail,
-            "no peer-memory core: ib_core is not loaded and ib_register_peer_memory_client is absent",
-        )
-        .fix("install MOFED/DOCA-OFED and modprobe ib_core"),
+            "ib_register_peer_memory_client found (no module): built into the kernel (in-box peer_mem)",
+        );
     }
+    if let Some((m, file, mofed)) = symvers_core(h) {
+        if !h.module(&m) {
+            let whose = if mofed {
+                "MOFED/DOCA-OFED's"
+            } else {
+                "the kernel's"
+            };
+            let fix = if mofed {
+                format!(
+                    "modprobe {m} (systemctl restart openibd loads it too, as openibd does at \
+                     boot)"
+                )
+            } else {
+                format!("modprobe {m}")
+            };
+            return Check::new(
+                ID,
+                Verdict::Fail,
+                format!(
+                    "no loaded module exports ib_register_peer_memory_client: {whose} {file} \
+                     names {m} as its exporter, and {m} is not loaded"
+                ),
+            )
+            .fix(fix);
+        }
+        return Check::new(
+            ID,
+            Verdict::Fail,
+            format!(
+                "{m} is loaded but exports no ib_register_peer_memory_client, though {file} \
+                 names it as the exporter: the loaded {m} is not the build {file} describes"
+            ),
+        )
+        .fix(if mofed {
+            format!(
+                "load MOFED/DOCA-OFED's {m}: systemctl restart openibd (or rmmod {m} && \
+                 modprobe {m}), and check that modinfo {m} names a file under updates/"
+            )
+        } else {
+            format!("load the kernel's own {m} (rmmod {m} && modprobe {m})")
+        });
+    }
+    let searched = match h.release.as_deref() {
+        Some(rel) => format!(
+            "neither MOFED/DOCA-OFED's (/usr/src/ofa_kernel) nor the kernel's \
+             (/lib/modules/{rel}/build/Module.symvers)"
+        ),
+        None => "the running kernel's release is unknown".to_owned(),
+    };
+    let (core, uverbs) = (h.module("ib_core"), h.module("ib_uverbs"));
+    if core && uverbs {
+        return Check::new(
+            ID,
+            Verdict::Fail,
+            format!(
+                "ib_core and ib_uverbs are loaded and neither exports \
+                 ib_register_peer_memory_client, and no Module.symvers names its exporter \
+                 ({searched}): this RDMA core has no peer-memory core, as the upstream \
+                 kernel's has none"
+            ),
+        )
+        .fix(
+            "install MOFED/DOCA-OFED (before building the GPU driver), or use dma-buf \
+             (ibv_reg_dmabuf_mr)",
+        );
+    }
+    let loaded = match (core, h.module_version("ib_core")) {
+        (true, Some(v)) => {
+            format!("ib_core {v} (MOFED/DOCA-OFED's) is loaded and does not export it, ")
+        }
+        (true, None) => "ib_core is loaded and does not export it, ".to_owned(),
+        (false, _) => "ib_core is not loaded, ".to_owned(),
+    };
+    Check::new(
+        ID,
+        Verdict::Fail,
+        format!(
+            "no loaded module exports ib_register_peer_memory_client: {loaded}ib_uverbs is \
+             not loaded, and no Module.symvers names its exporter ({searched})"
+        ),
+    )
+    .fix(
+        "modprobe ib_uverbs: the peer-memory core is in ib_uverbs (MOFED/DOCA-OFED 25.04 and \
+         later, and the in-box cores of Ubuntu's, NV-Kernels' and openEuler's kernels) or in \
+         ib_core (MOFED/DOCA-OFED 24.04 and earlier), and ib_uverbs loads ib_core; if \
+         neither exports ib_register_peer_memory_client then, the kernel's RDMA core is the \
+         upstream one: install MOFED/DOCA-OFED (before building the GPU driver), or use \
+         dma-buf (ibv_reg_dmabuf_mr)",
+    )
 }
 
 /// Is the loaded peer-memory client registered with the core? A client registers by
@@ -1186,7 +1300,7 @@ fn client_registered(h: &Host<'_>) -> Check {
     }
     let fix = if matches!(h.client(), Client::Nvidia { .. }) {
         format!(
-            "rebuild NVIDIA's nvidia-peermem against the peer-memory core's sources (MOFED/DOCA-OFED's /usr/src/ofa_kernel, or the kernel's own ib_core), then rmmod {client} && modprobe {client}; or use peermem's drop-in instead (docs/install.md)"
+            "rebuild NVIDIA's nvidia-peermem against the peer-memory core's sources (MOFED/DOCA-OFED's /usr/src/ofa_kernel, or the kernel's own RDMA core), then rmmod {client} && modprobe {client}; or use peermem's drop-in instead (docs/install.md)"
         )
     } else {
         format!(

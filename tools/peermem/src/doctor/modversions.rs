@@ -3,8 +3,9 @@
 //! Symbol versions (`CONFIG_MODVERSIONS`): the CRC a module file records for each
 //! symbol it imports, and the CRC a `Module.symvers` gives for each export. Where they
 //! differ the kernel refuses the module ("disagrees about version of symbol", then
-//! "Unknown symbol ... (err -22)"): the case of peermem built against one ib_core and
-//! loaded over another (docs/abi.md 6).
+//! "Unknown symbol ... (err -22)"): the case of peermem built against one peer-memory
+//! core's module (ib_uverbs or ib_core: docs/abi.md 8) and loaded over another
+//! (docs/abi.md 6).
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -90,5 +91,20 @@ pub fn symvers_crc(symvers: &str, symbol: &str) -> Option<u32> {
         (fields.next()? == symbol)
             .then(|| u32::from_str_radix(crc.trim_start_matches("0x"), 16).ok())
             .flatten()
+    })
+}
+
+/// The module a `Module.symvers` says exports `symbol`: the base name of its module
+/// path (`drivers/infiniband/core/ib_uverbs` gives `ib_uverbs`; `vmlinux`, the kernel
+/// itself).
+pub fn symvers_exporter<'a>(symvers: &'a str, symbol: &str) -> Option<&'a str> {
+    symvers.lines().find_map(|line| {
+        let mut fields = line.split('\t');
+        fields.next()?;
+        if fields.next()? != symbol {
+            return None;
+        }
+        let path = fields.next()?.trim();
+        path.rsplit('/').next().filter(|m| !m.is_empty())
     })
 }
