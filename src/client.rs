@@ -99,12 +99,9 @@ pub(crate) trait Mode: Sized + Send + Sync + 'static {
     /// A registration of `span` by the calling process, whose address space is `space`,
     /// listed where its release finds it: on a live pin of this client's that covers it
     /// where the mode shares pins, else on a new pin (the calling process is its owner).
-    /// `Ok(Err(_))` if pinning failed (what that means: `Client::pin_failed`).
-    fn claim(
-        c: &Arc<ClientShared>,
-        span: Span,
-        space: SpaceId,
-    ) -> Result<Result<Arc<User<Self>>, PinError>>;
+    /// [`Claim::PinFailed`] if pinning failed (what that means: `Client::pin_failed`);
+    /// `Err` if this module could not allocate the registration.
+    fn claim(c: &Arc<ClientShared>, span: Span, space: SpaceId) -> Result<Claim<Self>>;
 
     /// Takes `user` out of the list `claim` put it in, at its release; its pin is
     /// unlinked when it was its last registration.
@@ -116,6 +113,15 @@ pub(crate) trait Mode: Sized + Send + Sync + 'static {
 
     /// How many registrations use `pin` (the `pins` file).
     fn users(pin: &Pin<Self>) -> usize;
+}
+
+/// What a claim of a range by a client of mode `M` came to, where this module could
+/// allocate what it needed.
+pub(crate) enum Claim<M: Mode> {
+    /// A registration, listed where its release finds it.
+    Claimed(Arc<User<M>>),
+    /// No pin to register on: pinning failed, or the pin's memory was being freed.
+    PinFailed(PinError),
 }
 
 /// A callback pin, as the registry holds it.
@@ -277,8 +283,8 @@ impl<M: Mode> Client<M> {
             return Ok(None);
         };
         match M::claim(&self.shared, span, space)? {
-            Ok(user) => Ok(Some(user)),
-            Err(e) => self.pin_failed(span, e),
+            Claim::Claimed(user) => Ok(Some(user)),
+            Claim::PinFailed(e) => self.pin_failed(span, e),
         }
     }
 }
@@ -341,26 +347,14 @@ impl<M: Mode> PeerClient for Client<M> {
         // Built apart and installed only on success: on failure the core's table is
         // left untouched, as it requires.
         let (sg, n) = InstalledSg::install(sg, list);
-        // The core maps a region once; whatever an earlier call left is undone after
-        // the lock (an unmap may sleep).
-        let earlier = {
-            let mut st = user.state.lock();
-            (st.mapping.replace(mapping), st.sg.replace(sg))
-        };
-        user.undo(earlier);
+        user.undo(user.install(mapping, sg));
         Ok(n)
     }
 
     fn dma_unmap(&self, user: ArcBorrow<'_, User<M>>, sg: SgHead) {
-        // Never waits for an invalidation (see `UserState`): the state lock alone
-        // decides which of this and an INVALIDATE_UNMAPS invalidation drops the
-        // mapping; the plain client's unmap runs nested in its invalidation.
-        let mapped = {
-            let mut st = user.state.lock();
-            let ours = st.sg.as_ref().is_some_and(|installed| installed.is_in(&sg));
-            (st.mapping.take(), if ours { st.sg.take() } else { None })
-        };
-        user.undo(mapped);
+        // The plain client's unmap runs nested in its invalidation: nothing here waits
+        // for one.
+        user.undo(user.take_mapped(&sg));
     }
 
     fn put_pages(&self, user: ArcBorrow<'_, User<M>>, sg: SgHead) {

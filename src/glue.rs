@@ -80,8 +80,8 @@ pub(crate) fn ratelimit(kind: u32) -> bool {
 }
 
 /// Test builds only: the pause point between a callback pin's link into the registry
-/// and the record of its id (`Client::pin`), where a client suite may park the
-/// registering thread while a free callback runs (the fake nvidia.ko's
+/// and the record of its id (`link` in src/client/callback.rs), where a client suite
+/// may park the registering thread while a free callback runs (the fake nvidia.ko's
 /// `FAKE_NV_PAUSE_CLIENT_BEFORE_LINK`). Counts a hit; returns at once unless armed.
 #[cfg(peermem_kunit)]
 pub(crate) fn test_pause_before_link() {
@@ -92,7 +92,7 @@ pub(crate) fn test_pause_before_link() {
     }
     // SAFETY: the function takes no argument and touches nothing of the caller's; it
     // may sleep, and is called only from process context with no lock held
-    // (`Client::pin`, in the core's acquire).
+    // (`link` in src/client/callback.rs, in the core's acquire).
     unsafe { peermem_test_pause_before_link() };
 }
 

@@ -6,12 +6,13 @@
 //!
 //! - [`GpuPin`]: a pinned 64 KiB-aligned range, owned by every clone of the handle. A
 //!   callback pin runs a [`FreeHandler`] when the owning process frees the memory; a
-//!   persistent pin keeps the memory alive. Either kind's record ([`PinRecord`]) is
-//!   told when its last owner lets go. Dropping the last clone unpins (unless a
-//!   free callback already tore it down).
+//!   persistent pin keeps the memory alive. Either kind's owners keep their data in
+//!   the pin's record ([`PinRecord`]). Dropping the last clone unpins (unless a free
+//!   callback already tore it down).
 //! - [`DmaMapping`]: a live DMA mapping of the range for one PCI peer; its addresses
 //!   are read in place, while the map call is counted in flight, by the builder
-//!   [`GpuPin::dma_map`] hands them to. Dropping it unmaps.
+//!   [`GpuPin::dma_map`] hands them to. It is given back through [`GpuPin::unmap`];
+//!   one never given back is unmapped by the pin's last owner before the put.
 //!
 //! The driver's rules that make this hard are enforced here, once:
 //!
@@ -19,8 +20,10 @@
 //!   called, never `put_pages` or `dma_unmap_pages` (docs/abi.md 1.4);
 //! - once the callback returns, the driver frees the page table and every DMA mapping
 //!   of it: no call on them may be in flight then or start afterwards (docs/abi.md 1.1);
-//! - `put_pages` after a callback is unsafe on drivers before 535.14, so it is never
-//!   made once the callback has started;
+//! - `put_pages` after a callback is unsafe on drivers before 535.14, so a put is
+//!   begun only while no callback has started; a callback that starts once the put
+//!   has begun is not held off (drivers from 535.14 answer 0 for a table a callback
+//!   tore down, docs/abi.md 1.1);
 //! - the callback's `data` must stay valid until both the put and any callback that
 //!   started have finished;
 //! - `put_pages` of a callback pin only works from the owning process: from another
@@ -97,17 +100,32 @@ pub(crate) enum BadAnswer {
     NullEntry,
 }
 
-/// The fields a page table and a DMA mapping both have, as the driver filled them in:
-/// the version, whether this module reads that version of the structure, the page
-/// size, the number of entries, and whether the array of entries is null.
+/// The fields a page table and a DMA mapping both have, as the driver filled them in.
 #[derive(Clone, Copy)]
-struct Header(u32, bool, u32, u32, bool);
+struct Header {
+    /// The structure's version.
+    version: u32,
+    /// Whether this module reads that version of the structure.
+    version_ok: bool,
+    /// The page size (an `nvidia_p2p_page_size_type`).
+    page_size: u32,
+    /// The number of entries.
+    entries: u32,
+    /// Whether the array of entries is null.
+    no_array: bool,
+}
 
 impl Header {
     /// Checks the header of a structure for `pages` pages: a version this module reads,
     /// 64 KiB pages, as many entries as pages, an array of them.
     fn check(&self, pages: u64) -> Result<(), BadAnswer> {
-        let Header(version, version_ok, page_size, entries, no_array) = *self;
+        let Header {
+            version,
+            version_ok,
+            page_size,
+            entries,
+            no_array,
+        } = *self;
         if !version_ok {
             return Err(BadAnswer::Version(version));
         }

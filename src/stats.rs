@@ -176,7 +176,9 @@ impl From<MapError> for Error {
     }
 }
 
-/// The module's counters. All are monotonic except the `*_now` gauges.
+/// The module's own counters, all monotonic. The `stats` file's `pins`, `*_now` gauges
+/// and `bytes_pinned_peak` are counted by the pin and SG list types instead
+/// ([`Stats::COUNTERS`]).
 pub(crate) struct Stats {
     /// Registrations claimed (successful acquires).
     pub(crate) registrations: Atomic<u64>,

@@ -26,6 +26,7 @@ use kernel::{
 };
 
 use super::{
+    Claim,
     ClientShared,
     Mode,
     Pin,
@@ -60,25 +61,21 @@ impl Mode for Callback {
 
     const NAME: &'static str = "callback";
 
-    fn claim(
-        c: &Arc<ClientShared>,
-        span: Span,
-        space: SpaceId,
-    ) -> Result<Result<Arc<User<Self>>, PinError>> {
+    fn claim(c: &Arc<ClientShared>, span: Span, space: SpaceId) -> Result<Claim<Self>> {
         let range = span.range();
         if let Some(pin) = c.pins.registry.find_covering(space, range) {
-            if let Ok(user) = attach(c, span, pin)? {
+            if let Claim::Claimed(user) = attach(c, span, pin)? {
                 c.stats.pin_reuses.fetch_add(1, Relaxed);
-                return Ok(Ok(user));
+                return Ok(Claim::Claimed(user));
             }
             // Freed meanwhile: pin anew below.
         }
         let pin = match NvP2p::pin(c, range, PinUsers::new()) {
             Ok(pin) => pin,
-            Err(e) => return Ok(Err(e)),
+            Err(e) => return Ok(Claim::PinFailed(e)),
         };
         if let Err(e) = link(c, &pin) {
-            return Ok(Err(e));
+            return Ok(Claim::PinFailed(e));
         }
         attach(c, span, pin)
     }
@@ -120,14 +117,10 @@ fn link(c: &ClientShared, pin: &Pin<Callback>) -> Result<(), PinError> {
     Ok(())
 }
 
-/// A registration of `span` on `pin`, listed among its users: `Ok(Err(_))` if the pin's
-/// memory is being freed (the registration is dropped, and the pin unlinked when nobody
-/// else uses it).
-fn attach(
-    c: &ClientShared,
-    span: Span,
-    pin: Pin<Callback>,
-) -> Result<Result<Arc<User<Callback>>, PinError>> {
+/// A registration of `span` on `pin`, listed among its users: [`Claim::PinFailed`] if
+/// the pin's memory is being freed (the registration is dropped, and the pin unlinked
+/// when nobody else uses it).
+fn attach(c: &ClientShared, span: Span, pin: Pin<Callback>) -> Result<Claim<Callback>> {
     let user = match User::new(span, Ok(pin.clone())) {
         Ok(user) => user,
         Err(e) => {
@@ -137,10 +130,10 @@ fn attach(
     };
     let arc = user.clone_arc();
     Ok(match pin.handler().attach(user) {
-        Ok(()) => Ok(arc),
+        Ok(()) => Claim::Claimed(arc),
         Err(e) => {
             let_go(c, &pin, Some(&arc));
-            Err(e)
+            Claim::PinFailed(e)
         }
     })
 }
@@ -168,13 +161,13 @@ pub(crate) trait PinUser: ListItem<0> + Send + Sync + Sized + 'static {
 
 /// What the registry and the users of a callback pin ask of it.
 impl<U: PinUser> GpuPin<PinUsers<U>> {
-    /// Records the key the registry linked the pin under (once): `Callback::link` links
-    /// it under its space and start, which [`GpuPin::key`] rebuilds the key from.
+    /// Records the key the registry linked the pin under (once): `link` (in this file)
+    /// links it under its space and start, which [`GpuPin::key`] rebuilds the key from.
     /// `false` if the free callback came first: it could not unlink the pin, so the
     /// caller does.
     pub(super) fn linked(&self, key: &PinKey) -> bool {
         // INVARIANT: registry ids are neither 0 nor `UNLINKED`, and the pin is linked
-        // once (`Callback::link`); the id is set only over 0.
+        // once (`link`, in this file); the id is set only over 0.
         self.handler().id.cmpxchg(0, key.id(), Full).is_ok()
     }
 

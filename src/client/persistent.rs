@@ -13,6 +13,7 @@ use kernel::{
 };
 
 use super::{
+    Claim,
     ClientShared,
     Mode,
     Pin,
@@ -21,15 +22,14 @@ use super::{
 use crate::{
     nv_p2p::{
         NvP2p,
-        PinError,
         PinRecord, //
         SpaceId,
     },
     range::Span,
 };
 
-/// Persistent mode: a pin's record is its number and the counters to account it in; no
-/// users list, no registry id, no free handler.
+/// Persistent mode: a pin's record is its number alone ([`PinNumber`]); no users list,
+/// no registry link, no free handler.
 pub(crate) struct Persistent;
 
 /// What a persistent client keeps in a pin's record.
@@ -47,24 +47,20 @@ impl Mode for Persistent {
 
     const NAME: &'static str = "persistent";
 
-    fn claim(
-        c: &Arc<ClientShared>,
-        span: Span,
-        _space: SpaceId,
-    ) -> Result<Result<Arc<User<Self>>, PinError>> {
+    fn claim(c: &Arc<ClientShared>, span: Span, _space: SpaceId) -> Result<Claim<Self>> {
         // Never shared: pinned anew, listed through its registration only.
         let record = PinNumber {
             id: c.pins.registry.next_id(),
         };
         let pin = match NvP2p::pin_persistent(c, span.range(), record) {
             Ok(pin) => pin,
-            Err(e) => return Ok(Err(e)),
+            Err(e) => return Ok(Claim::PinFailed(e)),
         };
         // Without its registration the pin is dropped, which unpins.
         let user = User::new(span, Ok(pin))?;
         let arc = user.clone_arc();
         c.pins.persistent.lock().push_back(user);
-        Ok(Ok(arc))
+        Ok(Claim::Claimed(arc))
     }
 
     fn detach(c: &ClientShared, user: &User<Self>) {

@@ -32,7 +32,8 @@ use crate::{
     nv_p2p::DmaMapping,
     peer_mem::{
         ClientKind,
-        InstalledSg, //
+        InstalledSg,
+        SgHead, //
     },
     range::{
         GpuRange,
@@ -41,7 +42,7 @@ use crate::{
 };
 
 // A registry node holds the handle in place: one pointer, so the node fits a 64-byte
-// allocation (`registry::NODE_BYTES`).
+// allocation (the assertion on a tree node in src/registry.rs).
 const _: () = assert!(
     size_of::<Pin<Callback>>() == size_of::<usize>(),
     "a pin handle must be one pointer"
@@ -74,7 +75,7 @@ pub(crate) struct User<M: Mode> {
     span: Span,
     pub(super) core_context: Atomic<u64>,
     #[pin]
-    pub(super) state: SpinLock<UserState>,
+    state: SpinLock<UserState>,
     /// Its place among the users of its pin (`PinUsers`, callback mode), or in the list
     /// of persistent registrations (`Pins`, persistent mode): one list at most.
     #[pin]
@@ -120,12 +121,12 @@ enum Stage {
 /// after it). Never held by `dma_unmap`/`put_pages` beyond taking them out, so the core
 /// may call those under a region's mapping lock (after a failed `dma_map`, with the
 /// region still findable) while an invalidation waits for that lock (abi.md 2.5).
-pub(super) struct UserState {
+struct UserState {
     /// The DMA mapping of the pin made by `dma_map`, unmapped through the pin.
-    pub(super) mapping: Option<DmaMapping>,
+    mapping: Option<DmaMapping>,
     /// The SG list installed in the core's table: freed from this record, since the
     /// core zeroes its table after an invalidation (abi.md 2.5).
-    pub(super) sg: Option<InstalledSg>,
+    sg: Option<InstalledSg>,
     stage: Stage,
     /// The error the registration's pin failed with (a registration without a pin).
     failed: Option<Error>,
@@ -184,6 +185,25 @@ impl<M: Mode> User<M> {
             Some(pin) => Ok(pin),
             None => Err(self.state.lock().failed.unwrap_or(EFAULT)),
         }
+    }
+
+    /// Installs the mapping and SG list `dma_map` made. The core maps a region once;
+    /// whatever an earlier call left comes back, for the caller to undo after the lock
+    /// ([`User::undo`]: an unmap may sleep).
+    pub(super) fn install(&self, mapping: DmaMapping, sg: InstalledSg) -> Mapped {
+        let mut st = self.state.lock();
+        (st.mapping.replace(mapping), st.sg.replace(sg))
+    }
+
+    /// Takes the mapping out for the core's `dma_unmap` or `put_pages` of its table
+    /// `sg`, with the SG list when it is the one installed there, for the caller to undo
+    /// ([`User::undo`]). Never waits for an invalidation (see `UserState`): the state
+    /// lock alone decides which of this and an INVALIDATE_UNMAPS invalidation drops the
+    /// mapping.
+    pub(super) fn take_mapped(&self, sg: &SgHead) -> Mapped {
+        let mut st = self.state.lock();
+        let ours = st.sg.as_ref().is_some_and(|installed| installed.is_in(sg));
+        (st.mapping.take(), if ours { st.sg.take() } else { None })
     }
 
     /// Undoes a mapping and SG list taken out of the state, after its lock: unmaps

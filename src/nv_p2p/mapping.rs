@@ -4,7 +4,10 @@
 
 use core::ptr::NonNull;
 
-use kernel::prelude::*;
+use kernel::{
+    prelude::*,
+    types::ScopeGuard, //
+};
 
 use super::{
     pin::{
@@ -67,9 +70,14 @@ impl<T: PinRecord> GpuPin<T> {
         });
         // From here the pin records the mapping: undone when the guard goes, unless it
         // is handed out.
-        let made = made.map(|m| Made { pin: self, m });
+        let made = made.map(|m| {
+            ScopeGuard::new_with_data(m, |m: NonNull<bindings::nvidia_p2p_dma_mapping>| {
+                s.unmap(m.as_ptr());
+            })
+        });
         match (built, made) {
-            (Ok(r), Some(made)) if alive => Ok((made.keep(), r)),
+            // INVARIANT: handed out by the driver for this pin, which records it.
+            (Ok(r), Some(made)) if alive => Ok((DmaMapping(made.dismiss()), r)),
             (Ok(_), None) if alive => Err(PinError::BadAnswer.into()),
             (Err(e), _) if alive => Err(e),
             // Freed meanwhile: whatever was built is dropped (the callback frees the
@@ -85,36 +93,17 @@ impl<T: PinRecord> GpuPin<T> {
     }
 }
 
-/// A mapping just made and recorded by `pin`, unmapped when dropped unless handed out
-/// ([`Made::keep`]).
-struct Made<'a, T: PinRecord> {
-    pin: &'a GpuPin<T>,
-    m: NonNull<bindings::nvidia_p2p_dma_mapping>,
-}
-
-impl<T: PinRecord> Made<'_, T> {
-    /// The mapping, handed out: its holder unmaps it through the pin.
-    fn keep(self) -> DmaMapping {
-        let m = core::mem::ManuallyDrop::new(self).m;
-        // INVARIANT: handed out by the driver for this pin, which records it.
-        DmaMapping(m)
-    }
-}
-
-impl<T: PinRecord> Drop for Made<'_, T> {
-    fn drop(&mut self) {
-        self.pin.shared.unmap(self.m.as_ptr());
-    }
-}
-
 /// A DMA mapping of a pin for one PCI peer, as its pin records it: the pin's handle
 /// unmaps it ([`GpuPin::unmap`]). One pointer: the registration that made it keeps it
-/// beside the pin's handle.
+/// beside the pin's handle. Not a guard (it has no pin to unmap through): one dropped
+/// without [`GpuPin::unmap`] stays recorded by its pin, whose last owner unmaps it
+/// before the put, unless the free callback frees it first.
 ///
 /// # Invariants
 ///
 /// `0` was handed out by nvidia.ko's `dma_map_pages` for a pin of this module, which
 /// records it until it is unmapped or freed.
+#[must_use = "a mapping is given back through GpuPin::unmap"]
 pub(crate) struct DmaMapping(NonNull<bindings::nvidia_p2p_dma_mapping>);
 
 // SAFETY: only the pointer's value travels; the mapping is used through its pin, under
@@ -144,9 +133,14 @@ pub(super) unsafe fn dma_addresses<'a>(
     }
     // SAFETY: `mapping` is valid for reads (the caller's guarantee).
     let m = unsafe { &*mapping };
-    let ok = dma_mapping_version_ok(m.version);
-    let no_array = m.dma_addresses.is_null();
-    Header(m.version, ok, m.page_size_type, m.entries, no_array).check(pages)?;
+    Header {
+        version: m.version,
+        version_ok: dma_mapping_version_ok(m.version),
+        page_size: m.page_size_type,
+        entries: m.entries,
+        no_array: m.dma_addresses.is_null(),
+    }
+    .check(pages)?;
     // SAFETY: `dma_addresses` points to `entries` addresses (the driver's contract),
     // which stay as they are during `'a` (the caller's guarantee).
     Ok(unsafe { core::slice::from_raw_parts(m.dma_addresses, m.entries as usize) })

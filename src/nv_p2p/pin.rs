@@ -89,12 +89,17 @@ pub(crate) struct PinIdentity {
 }
 
 /// Who pins: what every pin of theirs refers to, the driver its pins are made with
-/// included (one reference a pin, shared with the record's own needs).
+/// included (one reference a pin, shared with the record's own needs). A trait because
+/// this layer sits below the clients (docs/architecture.md) and must not name their
+/// type: the client's shared part implements it, and so does, in test builds only, the
+/// driver table itself, for this layer's own suites (nv_p2p/tests.rs), which pin with
+/// no client above them.
 pub(crate) trait PinContext: Send + Sync + 'static {
     /// The driver the pins are made with.
     fn nv(&self) -> &NvP2p;
 }
 
+#[cfg(peermem_kunit)]
 impl PinContext for NvP2p {
     fn nv(&self) -> &NvP2p {
         self
@@ -734,8 +739,14 @@ pub(super) unsafe fn check_page_table(
     // SAFETY: `table` is valid for reads (the caller's guarantee); only fields whose
     // offsets agree between majors 1 and 2 are read.
     let t = unsafe { &*table };
-    let ok = page_table_version_ok(t.version);
-    Header(t.version, ok, t.page_size, t.entries, t.pages.is_null()).check(pages)?;
+    Header {
+        version: t.version,
+        version_ok: page_table_version_ok(t.version),
+        page_size: t.page_size,
+        entries: t.entries,
+        no_array: t.pages.is_null(),
+    }
+    .check(pages)?;
     for i in 0..t.entries as usize {
         // SAFETY: `pages` points to `entries` page pointers (the driver's contract).
         if unsafe { *t.pages.add(i) }.is_null() {

@@ -451,59 +451,62 @@ fn symvers_naming(module: &str) -> String {
     )
 }
 
-/// An in-box core (Ubuntu's trees by flavour, NV-Kernels, openEuler) exports the API
-/// from the kernel's own ib_uverbs (docs/abi.md 8): ib_core loaded, ib_uverbs not, and
-/// the kernel's Module.symvers naming ib_uverbs: the fix loads ib_uverbs, not ib_core.
-#[test]
-fn in_box_core_not_loaded_names_ib_uverbs() {
-    let dir = host("inbox-uverbs-unloaded");
-    std::fs::remove_file(dir.join("sys/module/ib_core/version")).unwrap();
-    exports(&dir, None, &[]);
-    let symvers = "/lib/modules/7.0.0-34-generic/build/Module.symvers";
-    write(&dir, symvers, symvers_naming("ib_uverbs"));
-    let (v, _) = doctor(&dir, "", "");
+/// The `peer-memory-core` check of the host in `dir`, which must fail: its detail and
+/// its fix.
+fn failing_core_check(dir: &Path) -> (String, String) {
+    let (v, _) = doctor(dir, "", "");
     let c = check(&v, "peer-memory-core");
     assert_eq!(c["verdict"], "FAIL", "{c}");
-    let (d, f) = (c["detail"].as_str().unwrap(), c["fix"].as_str().unwrap());
-    assert_eq!(
-        d,
-        format!(
-            "no loaded module exports ib_register_peer_memory_client: the kernel's \
-             {symvers} names ib_uverbs as its exporter, and ib_uverbs is not loaded"
-        )
-    );
-    assert_eq!(f, "modprobe ib_uverbs");
-    assert!(!f.contains("modprobe ib_core"), "{f}");
+    let text = |k: &str| c[k].as_str().unwrap().to_owned();
+    (text("detail"), text("fix"))
 }
 
-/// MOFED/DOCA-OFED 25.04 and later export the API from their ib_uverbs (docs/abi.md 8):
-/// MOFED's ib_core loaded, its ib_uverbs not, MOFED's Module.symvers naming ib_uverbs.
+/// Doctor's `client-registered` is OK: nvidia_peermem holds ib_uverbs, the core's module.
+fn assert_registered_with_ib_uverbs(v: &Value) {
+    let c = check(v, "client-registered");
+    assert_eq!(c["verdict"], "OK", "{c}");
+    let d = c["detail"].as_str().unwrap();
+    assert!(
+        d.starts_with("nvidia_peermem is registered with ib_uverbs (it holds ib_uverbs;"),
+        "{d}"
+    );
+}
+
+/// The peer-memory API is ib_uverbs' and ib_uverbs is not loaded, ib_core is: the fix
+/// loads ib_uverbs, not ib_core (docs/abi.md 8). On an in-box core (Ubuntu's trees by
+/// flavour, NV-Kernels, openEuler) the kernel's Module.symvers names it; on MOFED/
+/// DOCA-OFED 25.04 and later MOFED's does, which is read instead of the kernel's.
 #[test]
-fn mofed_25_core_not_loaded_names_ib_uverbs() {
-    let dir = host("mofed-uverbs-unloaded");
-    exports(&dir, None, &[]);
-    let symvers = "/usr/src/ofa_kernel/default/Module.symvers";
-    write(&dir, symvers, symvers_naming("ib_uverbs"));
-    // The kernel's own, naming another module, is not read where MOFED's is.
-    write(
-        &dir,
-        "/lib/modules/7.0.0-34-generic/build/Module.symvers",
-        symvers_naming("ib_core"),
-    );
-    let (v, _) = doctor(&dir, "", "");
-    let c = check(&v, "peer-memory-core");
-    assert_eq!(c["verdict"], "FAIL", "{c}");
-    let (d, f) = (c["detail"].as_str().unwrap(), c["fix"].as_str().unwrap());
-    assert_eq!(
-        d,
-        format!(
-            "no loaded module exports ib_register_peer_memory_client: MOFED/DOCA-OFED's \
-             {symvers} names ib_uverbs as its exporter, and ib_uverbs is not loaded"
-        )
-    );
-    assert!(f.starts_with("modprobe ib_uverbs"), "{f}");
-    assert!(f.contains("systemctl restart openibd"), "{f}");
-    assert!(!f.contains("modprobe ib_core"), "{f}");
+fn core_module_not_loaded_names_ib_uverbs() {
+    let kernels = "/lib/modules/7.0.0-34-generic/build/Module.symvers";
+    let mofeds = "/usr/src/ofa_kernel/default/Module.symvers";
+    for (name, mofed) in [
+        ("inbox-uverbs-unloaded", false),
+        ("mofed-uverbs-unloaded", true),
+    ] {
+        let dir = host(name);
+        exports(&dir, None, &[]);
+        let (symvers, whose) = if mofed {
+            // The kernel's own, naming another module, is not read where MOFED's is.
+            write(&dir, kernels, symvers_naming("ib_core"));
+            (mofeds, "MOFED/DOCA-OFED's")
+        } else {
+            std::fs::remove_file(dir.join("sys/module/ib_core/version")).unwrap();
+            (kernels, "the kernel's")
+        };
+        write(&dir, symvers, symvers_naming("ib_uverbs"));
+        let (d, f) = failing_core_check(&dir);
+        assert_eq!(
+            d,
+            format!(
+                "no loaded module exports ib_register_peer_memory_client: {whose} \
+                 {symvers} names ib_uverbs as its exporter, and ib_uverbs is not loaded"
+            )
+        );
+        assert!(f.starts_with("modprobe ib_uverbs"), "{f}");
+        assert_eq!(f.contains("systemctl restart openibd"), mofed, "{f}");
+        assert!(!f.contains("modprobe ib_core"), "{f}");
+    }
 }
 
 /// MOFED/DOCA-OFED up to 24.04 exported the API from ib_core: with nothing loaded, its
@@ -515,19 +518,14 @@ fn mofed_24_core_not_loaded_names_ib_core() {
     exports(&dir, None, &[]);
     let symvers = "/usr/src/ofa_kernel/x86_64/7.0.0-34-generic/Module.symvers";
     write(&dir, symvers, symvers_naming("ib_core"));
-    let (v, _) = doctor(&dir, "", "");
-    let c = check(&v, "peer-memory-core");
-    assert_eq!(c["verdict"], "FAIL", "{c}");
+    let (d, f) = failing_core_check(&dir);
     assert!(
-        c["detail"].as_str().unwrap().ends_with(&format!(
+        d.ends_with(&format!(
             "{symvers} names ib_core as its exporter, and ib_core is not loaded"
         )),
-        "{c}"
+        "{d}"
     );
-    assert!(
-        c["fix"].as_str().unwrap().starts_with("modprobe ib_core"),
-        "{c}"
-    );
+    assert!(f.starts_with("modprobe ib_core"), "{f}");
 }
 
 /// No loaded module exports the API and no Module.symvers names its exporter: the
@@ -538,10 +536,7 @@ fn no_exporter_anywhere_claims_nothing() {
     let dir = host("no-exporter");
     std::fs::remove_file(dir.join("sys/module/ib_core/version")).unwrap();
     exports(&dir, None, &[]);
-    let (v, _) = doctor(&dir, "", "");
-    let c = check(&v, "peer-memory-core");
-    assert_eq!(c["verdict"], "FAIL", "{c}");
-    let (d, f) = (c["detail"].as_str().unwrap(), c["fix"].as_str().unwrap());
+    let (d, f) = failing_core_check(&dir);
     assert!(!d.contains("upstream"), "{d}");
     assert!(d.contains("ib_uverbs is not loaded"), "{d}");
     assert!(d.contains("no Module.symvers names its exporter"), "{d}");
@@ -556,17 +551,12 @@ fn no_exporter_anywhere_claims_nothing() {
     }
     // ib_uverbs loaded too and neither exporting: no peer-memory core in this RDMA core.
     exports(&dir, None, &["ib_uverbs"]);
-    let (v, _) = doctor(&dir, "", "");
-    let c = check(&v, "peer-memory-core");
-    assert_eq!(c["verdict"], "FAIL", "{c}");
+    let (d, f) = failing_core_check(&dir);
     assert!(
-        c["detail"]
-            .as_str()
-            .unwrap()
-            .starts_with("ib_core and ib_uverbs are loaded and neither exports"),
-        "{c}"
+        d.starts_with("ib_core and ib_uverbs are loaded and neither exports"),
+        "{d}"
     );
-    assert!(!c["fix"].as_str().unwrap().contains("modprobe"), "{c}");
+    assert!(!f.contains("modprobe"), "{f}");
 }
 
 /// The in-box core loaded: the kernel's own ib_uverbs (no version, modules.dep's file
@@ -592,15 +582,7 @@ fn in_box_ib_uverbs_provides_and_holds_the_client() {
         "ib_register_peer_memory_client found (module [ib_uverbs]): provided by the kernel's \
          own ib_uverbs (in-box peer_mem, kernel/drivers/infiniband/core/ib_uverbs.ko.zst)"
     );
-    let c = check(&v, "client-registered");
-    assert_eq!(c["verdict"], "OK", "{c}");
-    assert!(
-        c["detail"]
-            .as_str()
-            .unwrap()
-            .starts_with("nvidia_peermem is registered with ib_uverbs (it holds ib_uverbs;"),
-        "{c}"
-    );
+    assert_registered_with_ib_uverbs(&v);
 }
 
 /// A core built into the kernel (kallsyms names no module) is the in-box peer_mem in
@@ -625,15 +607,7 @@ fn loaded_but_not_registered_fails() {
     // (healthy-h100 records the link).
     let dir = host("registered");
     let (v, _) = doctor(&dir, "", "");
-    let c = check(&v, "client-registered");
-    assert_eq!(c["verdict"], "OK", "{c}");
-    assert!(
-        c["detail"]
-            .as_str()
-            .unwrap()
-            .starts_with("nvidia_peermem is registered with ib_uverbs (it holds ib_uverbs;"),
-        "{c}"
-    );
+    assert_registered_with_ib_uverbs(&v);
     // Loaded without a reference on the core (NCCL issue 1939).
     let dir = host("not-registered");
     std::fs::remove_file(dir.join("sys/module/ib_uverbs/holders/nvidia_peermem")).unwrap();
