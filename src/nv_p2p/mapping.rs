@@ -10,15 +10,17 @@ use kernel::{
 };
 
 use super::{
+    error::{
+        BadAnswer,
+        Header,
+        PinError, //
+    },
     pin::{
         DriverCall,
         GpuPin,
         PinRecord, //
     },
-    state::Raw,
-    BadAnswer,
-    Header,
-    PinError, //
+    state::Raw, //
 };
 use crate::{
     bindings,

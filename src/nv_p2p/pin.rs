@@ -28,15 +28,16 @@ use kernel::{
 };
 
 use super::{
+    driver::NvP2p,
+    error::{
+        BadAnswer,
+        Header,
+        PinError, //
+    },
     state::{
         PinKind,
         PinState, //
-    },
-    BadAnswer,
-    Header,
-    NvP2p,
-    PinError,
-    ORPHAN_RATELIMIT, //
+    }, //
 };
 use crate::{
     bindings,
@@ -47,6 +48,10 @@ use crate::{
     },
     range::GpuRange, //
 };
+
+/// The rate-limit kind of the "pin released outside its process" message (after the
+/// refusal reasons, which use their own values: `stats::Refusal`).
+const ORPHAN_RATELIMIT: u32 = 16;
 
 /// The identity of an address space: its `mm_struct` and thread group, the identity
 /// nvidia.ko looks callback pins up by. A pin holds a reference on its owner's mm
@@ -442,44 +447,6 @@ impl NvP2p {
         };
         shared.adopt_table(table)?;
         Ok(GpuPin::counted(shared))
-    }
-
-    /// Unpins `table` with the put function of its kind.
-    ///
-    /// # Safety
-    ///
-    /// `table` was handed out by this driver for `range` with a pin of `kind`, and was
-    /// neither put nor torn down by a free callback.
-    pub(super) unsafe fn raw_put(
-        &self,
-        kind: PinKind,
-        range: GpuRange,
-        table: *mut bindings::nvidia_p2p_page_table,
-    ) {
-        let ret = match kind {
-            // A persistent pin is only made with the pair (`pin_persistent`), which the
-            // driver table keeps: never `None` here.
-            PinKind::Persistent => match self.persistent {
-                // SAFETY: `table` is a live persistent pin of `range` (the caller's
-                // guarantee), made by this driver's pair, whose `put` this is; flags
-                // must be 0.
-                Some(api) => unsafe { (api.put)(range.start(), table, 0) },
-                None => EINVAL.to_errno(),
-            },
-            PinKind::Callback | PinKind::LegacyPersistent => {
-                // SAFETY: `table` is a live pin of `range` made by get_pages (the
-                // caller's guarantee); tokens are 0 as at get_pages.
-                unsafe { (self.put_pages)(0, 0, range.start(), table) }
-            }
-        };
-        if let Err(e) = driver_result(ret) {
-            pr_warn!(
-                "nvidia_p2p_put_pages of {:#x}+{:#x} failed: {:?}\n",
-                range.start(),
-                range.len(),
-                e
-            );
-        }
     }
 }
 

@@ -12,7 +12,7 @@ use kernel::{
     sync::Arc, //
 };
 
-use super::PinError;
+use super::error::PinError;
 use crate::{
     bindings,
     glue::ModuleRef, //

@@ -3,6 +3,8 @@
 //! The KUnit suite `peermem_nv_p2p`: versions, errno mapping, checks of the driver's
 //! answers, symbol resolution, and pins against a stub driver.
 
+use kernel::prelude::*;
+
 use super::{
     mapping::{
         dma_addresses,
@@ -21,6 +23,7 @@ use super::{
     *, //
 };
 use crate::{
+    bindings,
     glue::{
         driver_result,
         MissingSymbol, //
