@@ -36,7 +36,8 @@ use super::{
     },
     state::{
         PinKind,
-        PinState, //
+        PinState,
+        PutToken, //
     }, //
 };
 use crate::{
@@ -219,27 +220,39 @@ impl<T: PinRecord> PinShared<T> {
         // so under this lock before anything else).
         let check = unsafe { check_page_table(table, self.range.pages()) };
         if let Err(bad) = check {
-            st.start_put();
-            let kind = st.kind();
+            let put = st.refuse_table(table);
             drop(st);
             pr_err!(
                 "nvidia.ko returned an unusable page table ({:?}); unpinning\n",
                 bad
             );
-            if !table.is_null() {
-                // SAFETY: the table was handed out by this driver for `self.range` with
-                // a pin of `kind`, and no callback has started.
-                unsafe { self.nv().raw_put(kind, self.range, table) };
+            // Not freed under this lock above: live, so the put began.
+            if let Some(put) = put {
+                self.put(put);
             }
-            self.finish_put();
             return Err(PinError::BadAnswer);
         }
         st.adopt(table)
     }
 
-    /// Marks the put done, and gives the driver's reference back if it is the last use
-    /// (after the lock: it may be the record's last reference).
-    pub(super) fn finish_put(&self) {
+    /// Ends the put `token` began: waits for the driver calls still in flight on the
+    /// table (owners drop their DMA mappings before the pin, and the driver wants every
+    /// mapping gone before put_pages), unpins the table with the put function of its
+    /// kind, then marks the put done, giving the driver's reference back if this was
+    /// its last use (after the lock: it may be the record's last reference).
+    pub(super) fn put(&self, token: PutToken) {
+        let mut st = self.state.lock();
+        while st.busy() {
+            self.wait_idle(&mut st);
+        }
+        drop(st);
+        if let Some(table) = token.table() {
+            // SAFETY: the table was handed out by this driver for `self.range` with a
+            // pin of the token's kind, and no callback had started when the put began
+            // (type invariant of `PutToken`); no driver call is in flight on it, and
+            // none starts any more.
+            unsafe { self.nv().raw_put(token.kind(), self.range, table) };
+        }
         let data = self.state.lock().finish_put();
         drop(data);
     }
@@ -547,7 +560,7 @@ impl<T: PinRecord> GpuPin<T> {
     /// Unpins, as the last owner: puts the pin, or leaves it to its callback.
     fn put_last(&self) {
         let s = &self.shared;
-        let (table, kind) = {
+        let put = {
             let mut st = s.state.lock();
             // Every mapping still recorded is unmapped first: the driver wants them gone
             // before the put. None is left in this module's use (each registration
@@ -589,21 +602,12 @@ impl<T: PinRecord> GpuPin<T> {
                 }
                 return;
             }
-            if !st.start_put() {
-                return;
+            match st.start_put() {
+                Some(put) => put,
+                None => return,
             }
-            // Owners drop their DMA mappings before the pin (the driver wants every
-            // mapping gone before put_pages); wait for unmaps still in flight.
-            while st.busy() {
-                s.wait_idle(&mut st);
-            }
-            (st.table_to_put(), st.kind())
         };
-        // SAFETY: the table is a live pin of `s.range` of kind `kind`: the phase was
-        // `Live` and is now `Putting`, so no callback started before and none will use
-        // the table after put_pages returns.
-        unsafe { s.nv().raw_put(kind, s.range, table) };
-        s.finish_put();
+        s.put(put);
     }
 }
 

@@ -47,6 +47,32 @@ pub(crate) enum PinKind {
     LegacyPersistent,
 }
 
+/// A put begun: the pin went from `Live` to `Putting`, and this is what the put call
+/// needs. [`PinShared::put`](super::pin::PinShared::put) ends the put, and takes it.
+///
+/// # Invariants
+///
+/// `table` is null or a table the driver handed out for the pin with a pin of `kind`;
+/// when the put began the pin was live (no callback had started), and no driver call
+/// starts on the table after.
+#[must_use = "a put begun is ended by PinShared::put"]
+pub(super) struct PutToken {
+    kind: PinKind,
+    table: Raw<bindings::nvidia_p2p_page_table>,
+}
+
+impl PutToken {
+    /// How the pin was made, and so how it is put.
+    pub(super) fn kind(&self) -> PinKind {
+        self.kind
+    }
+
+    /// The table to put, if the pin has one.
+    pub(super) fn table(&self) -> Option<*mut bindings::nvidia_p2p_page_table> {
+        (!self.table.0.is_null()).then_some(self.table.0)
+    }
+}
+
 /// A driver-owned pointer kept under the pin's lock.
 pub(super) struct Raw<T>(pub(super) *mut T);
 
@@ -140,18 +166,32 @@ impl<R> PinState<R> {
     }
 
     /// Starts the put of a live pin (no callback started): no driver call starts on
-    /// its table from here on. `false` if the pin is not live.
-    pub(super) fn start_put(&mut self) -> bool {
+    /// its table from here on. `None` if the pin is not live.
+    pub(super) fn start_put(&mut self) -> Option<PutToken> {
         if self.phase != Phase::Live {
-            return false;
+            return None;
         }
         self.phase = Phase::Putting;
-        true
+        // INVARIANT: the pin was live, its table (if any) the driver's for it; no call
+        // starts on it once `Putting`.
+        Some(PutToken {
+            kind: self.kind,
+            table: Raw(self.table.0),
+        })
     }
 
-    /// The table being put (`Putting`, nothing in flight), for the put call.
-    pub(super) fn table_to_put(&self) -> *mut bindings::nvidia_p2p_page_table {
-        self.table.0
+    /// Starts the put of a live pin whose table `table`, just handed out by the
+    /// driver, this module cannot read (it was never taken over). `None` if the pin is
+    /// not live.
+    pub(super) fn refuse_table(
+        &mut self,
+        table: *mut bindings::nvidia_p2p_page_table,
+    ) -> Option<PutToken> {
+        let mut token = self.start_put()?;
+        // INVARIANT: the driver handed `table` out for this pin, of its kind; nothing
+        // was started on it.
+        token.table = Raw(table);
+        Some(token)
     }
 
     /// The put returned: the table is gone. Gives the driver's reference back if no

@@ -352,7 +352,7 @@ mod suite {
         // Through the transitions: a put that ends first leaves it to the callback...
         let mut st = PinState::new(PinKind::Callback);
         st.hand_data(data()?);
-        assert!(st.start_put());
+        assert!(st.start_put().is_some());
         st.start_callback();
         assert!(st.finish_put().is_none());
         let (given, orphan) = st.end_callback();
@@ -360,11 +360,11 @@ mod suite {
         // ...a put with no callback gives it back itself...
         let mut st = PinState::new(PinKind::Callback);
         st.hand_data(data()?);
-        assert!(st.start_put() && st.finish_put().is_some());
+        assert!(st.start_put().is_some() && st.finish_put().is_some());
         // ...and an orphaned pin's callback gives back both it and the module reference.
         let mut st = PinState::new(PinKind::Callback);
         st.hand_data(data()?);
-        assert!(st.orphan() && !st.start_put() && !st.orphan());
+        assert!(st.orphan() && st.start_put().is_none() && !st.orphan());
         st.start_callback();
         let (given, orphan) = st.end_callback();
         assert!(given.is_some() && orphan.is_some());
