@@ -6,8 +6,6 @@
 //! puts it; and the driver's free callback. Its phases are in `state`, its DMA mappings
 //! in `mapping`.
 
-use core::mem::ManuallyDrop;
-
 use kernel::{
     ffi::c_void,
     mm::Mm,
@@ -24,7 +22,8 @@ use kernel::{
         Refcount,
         SpinLock,
         SpinLockGuard, //
-    }, //
+    },
+    types::ScopeGuard, //
 };
 
 use super::{
@@ -285,10 +284,19 @@ impl<T: PinRecord> PinShared<T> {
 ///
 /// # Invariants
 ///
-/// `pin`'s `in_flight` counts this guard, and `table` is `pin`'s table.
+/// The pin `pin` guards has its `in_flight` count this call, and `table` is that pin's
+/// table.
 pub(super) struct DriverCall<'a, T: PinRecord> {
-    pin: &'a PinShared<T>,
+    /// Ends the call (`PinShared::end_call`) when dropped, unless dismissed by
+    /// [`DriverCall::end_with`].
+    pin: ScopeGuard<&'a PinShared<T>, fn(&'a PinShared<T>)>,
     table: *mut bindings::nvidia_p2p_page_table,
+}
+
+/// Ends a call in flight on `pin`'s table: a [`DriverCall`]'s undo.
+fn end_call_of<T: PinRecord>(pin: &PinShared<T>) {
+    let mut st = pin.state.lock();
+    pin.end_call(&mut st);
 }
 
 impl<'a, T: PinRecord> DriverCall<'a, T> {
@@ -297,7 +305,10 @@ impl<'a, T: PinRecord> DriverCall<'a, T> {
     pub(super) fn map(pin: &'a PinShared<T>) -> Result<Self, PinError> {
         let table = pin.state.lock().begin_call()?;
         // INVARIANT: counted in flight by `begin_call`, on the pin's table.
-        Ok(DriverCall { pin, table })
+        Ok(DriverCall {
+            pin: ScopeGuard::new_with_data(pin, end_call_of::<T>),
+            table,
+        })
     }
 
     /// An unmap call of `raw` on `pin`'s table (`PinState::begin_unmap`): `None` when
@@ -308,7 +319,10 @@ impl<'a, T: PinRecord> DriverCall<'a, T> {
     ) -> Option<Self> {
         let table = pin.state.lock().begin_unmap(raw)?;
         // INVARIANT: counted in flight by `begin_unmap`, on the pin's table.
-        Some(DriverCall { pin, table })
+        Some(DriverCall {
+            pin: ScopeGuard::new_with_data(pin, end_call_of::<T>),
+            table,
+        })
     }
 
     /// The table, live while the guard lives.
@@ -318,18 +332,11 @@ impl<'a, T: PinRecord> DriverCall<'a, T> {
 
     /// Ends the call after `f` ran under the pin's lock, in the same lock round.
     pub(super) fn end_with<R>(self, f: impl FnOnce(&mut PinState<PinShared<T>>) -> R) -> R {
-        let this = ManuallyDrop::new(self);
-        let mut st = this.pin.state.lock();
+        let pin = self.pin.dismiss();
+        let mut st = pin.state.lock();
         let r = f(&mut st);
-        this.pin.end_call(&mut st);
+        pin.end_call(&mut st);
         r
-    }
-}
-
-impl<T: PinRecord> Drop for DriverCall<'_, T> {
-    fn drop(&mut self) {
-        let mut st = self.pin.state.lock();
-        self.pin.end_call(&mut st);
     }
 }
 
