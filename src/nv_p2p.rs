@@ -53,10 +53,7 @@ mod state;
 mod tests;
 
 pub(crate) use driver::NvP2p;
-pub(crate) use error::{
-    BadAnswer,
-    PinError, //
-};
+pub(crate) use error::PinError;
 pub(crate) use mapping::DmaMapping;
 // The record, named outside only by the size assertion of the client's records, which
 // production lock layouts have.

@@ -6,6 +6,7 @@
 use kernel::prelude::*;
 
 use super::{
+    error::BadAnswer,
     mapping::{
         dma_addresses,
         dma_mapping_version_ok, //
