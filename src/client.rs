@@ -46,8 +46,7 @@ use crate::{
         NvP2p,
         PinContext,
         PinError,
-        PinRecord,
-        SpaceId, //
+        PinRecord, //
     },
     peer_mem::{
         ClientKind,
@@ -65,6 +64,10 @@ use crate::{
     registry::{
         PinKey,
         Registry, //
+    },
+    space::{
+        self,
+        CurrentSpace, //
     },
     stats::{
         MapError,
@@ -101,7 +104,7 @@ pub(crate) trait Mode: Sized + Send + Sync + 'static {
     /// where the mode shares pins, else on a new pin (the calling process is its owner).
     /// [`Claim::PinFailed`] if pinning failed (what that means: `Client::pin_failed`);
     /// `Err` if this module could not allocate the registration.
-    fn claim(c: &Arc<ClientShared>, span: Span, space: SpaceId) -> Result<Claim<Self>>;
+    fn claim(c: &Arc<ClientShared>, span: Span, space: &CurrentSpace<'_>) -> Result<Claim<Self>>;
 
     /// Takes `user` out of the list `claim` put it in, at its release; its pin is
     /// unlinked when it was its last registration.
@@ -278,13 +281,15 @@ impl<M: Mode> Client<M> {
     }
 
     fn claim(&self, span: Span) -> Result<Option<Arc<User<M>>>> {
-        let Some(space) = SpaceId::current() else {
-            // A kernel thread: not a process's GPU memory.
-            return Ok(None);
-        };
-        match M::claim(&self.shared, span, space)? {
-            Claim::Claimed(user) => Ok(Some(user)),
-            Claim::PinFailed(e) => self.pin_failed(span, e),
+        // The calling process's address space, read once for the whole claim.
+        let claim = space::with_current(|space| {
+            // A kernel thread (no address space): not a process's GPU memory.
+            space.map(|space| M::claim(&self.shared, span, &space))
+        });
+        match claim.transpose()? {
+            None => Ok(None),
+            Some(Claim::Claimed(user)) => Ok(Some(user)),
+            Some(Claim::PinFailed(e)) => self.pin_failed(span, e),
         }
     }
 }

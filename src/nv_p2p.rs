@@ -65,6 +65,5 @@ pub(crate) use pin::{
     PinContext,
     PinCounts,
     PinIdentity,
-    PinRecord,
-    SpaceId, //
+    PinRecord, //
 };

@@ -17,6 +17,7 @@ mod nv_p2p;
 mod peer_mem;
 mod range;
 mod registry;
+mod space;
 mod stats;
 
 /// Declares the module under the given name: `peermem`, or `nvidia_peermem` for the

@@ -30,11 +30,11 @@ use kernel::{
 };
 
 use crate::{
-    nv_p2p::SpaceId,
     range::{
         GpuRange,
         GPU_PAGE_SIZE, //
     },
+    space::SpaceId, //
 };
 
 /// How many pins a covering-pin search examines at most.

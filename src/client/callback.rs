@@ -39,8 +39,7 @@ use crate::{
         NvP2p,
         PinError,
         PinIdentity,
-        PinRecord,
-        SpaceId, //
+        PinRecord, //
     },
     range::{
         GpuRange,
@@ -49,6 +48,10 @@ use crate::{
     registry::{
         Entry,
         PinKey, //
+    },
+    space::{
+        CurrentSpace,
+        SpaceId, //
     },
 };
 
@@ -61,16 +64,17 @@ impl Mode for Callback {
 
     const NAME: &'static str = "callback";
 
-    fn claim(c: &Arc<ClientShared>, span: Span, space: SpaceId) -> Result<Claim<Self>> {
+    fn claim(c: &Arc<ClientShared>, span: Span, space: &CurrentSpace<'_>) -> Result<Claim<Self>> {
         let range = span.range();
-        if let Some(pin) = c.pins.registry.find_covering(space, range) {
+        if let Some(pin) = c.pins.registry.find_covering(space.id(), range) {
             if let Claim::Claimed(user) = attach(c, span, pin)? {
                 c.stats.pin_reuses.fetch_add(1, Relaxed);
                 return Ok(Claim::Claimed(user));
             }
             // Freed meanwhile: pin anew below.
         }
-        let pin = match NvP2p::pin(c, range, PinUsers::new()) {
+        // Only a new pin references the address space (its owner).
+        let pin = match NvP2p::pin(c, range, space.owner(), PinUsers::new()) {
             Ok(pin) => pin,
             Err(e) => return Ok(Claim::PinFailed(e)),
         };

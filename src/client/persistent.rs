@@ -23,9 +23,9 @@ use crate::{
     nv_p2p::{
         NvP2p,
         PinRecord, //
-        SpaceId,
     },
     range::Span,
+    space::CurrentSpace,
 };
 
 /// Persistent mode: a pin's record is its number alone ([`PinNumber`]); no users list,
@@ -47,12 +47,12 @@ impl Mode for Persistent {
 
     const NAME: &'static str = "persistent";
 
-    fn claim(c: &Arc<ClientShared>, span: Span, _space: SpaceId) -> Result<Claim<Self>> {
+    fn claim(c: &Arc<ClientShared>, span: Span, space: &CurrentSpace<'_>) -> Result<Claim<Self>> {
         // Never shared: pinned anew, listed through its registration only.
         let record = PinNumber {
             id: c.pins.registry.next_id(),
         };
-        let pin = match NvP2p::pin_persistent(c, span.range(), record) {
+        let pin = match NvP2p::pin_persistent(c, span.range(), space.owner(), record) {
             Ok(pin) => pin,
             Err(e) => return Ok(Claim::PinFailed(e)),
         };

@@ -8,11 +8,9 @@
 
 use kernel::{
     ffi::c_void,
-    mm::Mm,
     new_spinlock,
     prelude::*,
     sync::{
-        aref::ARef,
         atomic::{
             Atomic,
             Relaxed, //
@@ -46,45 +44,16 @@ use crate::{
         driver_result,
         ModuleRef, //
     },
-    range::GpuRange, //
+    range::GpuRange,
+    space::{
+        Owner,
+        SpaceId, //
+    }, //
 };
 
 /// The rate-limit kind of the "pin released outside its process" message (after the
 /// refusal reasons, which use their own values: `stats::Refusal`).
 const ORPHAN_RATELIMIT: u32 = 16;
-
-/// The identity of an address space: its `mm_struct` and thread group, the identity
-/// nvidia.ko looks callback pins up by. A pin holds a reference on its owner's mm
-/// (mmgrab), so the address is not reused by another process while a pin of it lives.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
-pub(crate) struct SpaceId {
-    /// The `mm_struct`'s address (compared, never dereferenced).
-    pub(crate) mm: usize,
-    /// The thread-group id (a CLONE_VM child shares the mm but is another owner).
-    pub(crate) tgid: i32,
-}
-
-impl SpaceId {
-    /// The calling process's address space; `None` for a kernel thread (no mm).
-    pub(crate) fn current() -> Option<Self> {
-        let task = kernel::current!();
-        let mm = task.mm()?;
-        Some(SpaceId {
-            mm: mm.as_raw() as usize,
-            tgid: task.group_leader().pid(),
-        })
-    }
-
-    /// An identifier of the address space for display: its mm address mixed with
-    /// `salt` by a bijection (splitmix64), so different spaces never share one and
-    /// the kernel address itself is not shown.
-    pub(crate) fn display_id(&self, salt: u64) -> u64 {
-        let mut z = (self.mm as u64 ^ salt).wrapping_add(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
 
 /// Which pin a handler is called for: its range and the address space that pinned.
 #[derive(Clone, Copy, Debug)]
@@ -135,12 +104,9 @@ pub(crate) struct PinShared<T: PinRecord> {
     /// reference a pin, which the record's handler shares).
     pub(super) ctx: Arc<T::Context>,
     pub(super) range: GpuRange,
-    /// The process that pinned (the caller of `NvP2p::pin`): its `mm_struct` (`None`
-    /// for a kernel thread), held (mmgrab) so that its address is not handed to another
-    /// process while the pin lives, and its thread-group id, the identity nvidia.ko
-    /// looks callback pins up by.
-    mm: Option<ARef<Mm>>,
-    tgid: i32,
+    /// The process that pinned (the caller of `NvP2p::pin`), the identity nvidia.ko
+    /// looks callback pins up by: handed in by the pinner, who read it.
+    owner: Owner,
     /// How many [`GpuPin`] handles own the pin: the last one dropped unpins. The
     /// `Arc` count is more, with the driver's `data` reference.
     pub(super) owners: Refcount,
@@ -156,21 +122,14 @@ impl<T: PinRecord> PinShared<T> {
     pub(super) fn new(
         ctx: Arc<T::Context>,
         range: GpuRange,
+        owner: Owner,
         kind: PinKind,
         handler: impl PinInit<T>,
     ) -> impl PinInit<Self> {
-        let (mm, tgid) = {
-            let task = kernel::current!();
-            (
-                task.mm().map(|mm| ARef::<Mm>::from(&**mm)),
-                task.group_leader().pid(),
-            )
-        };
         pin_init!(Self {
             ctx,
             range,
-            mm,
-            tgid,
+            owner,
             owners: Refcount::new(1),
             state <- new_spinlock!(PinState::new(kind), "peermem_pin_state"),
             handler <- handler,
@@ -184,15 +143,12 @@ impl<T: PinRecord> PinShared<T> {
 
     /// The address space that pinned (its mm address 0 for a kernel thread).
     pub(super) fn space(&self) -> SpaceId {
-        SpaceId {
-            mm: self.mm.as_ref().map_or(0, |mm| mm.as_raw() as usize),
-            tgid: self.tgid,
-        }
+        self.owner.id()
     }
 
     /// Whether the calling process is the one that pinned.
     pub(super) fn owned_by_current(&self) -> bool {
-        SpaceId::current() == Some(self.space())
+        self.owner.is_current()
     }
 
     /// The pin's range and owner.
@@ -375,14 +331,16 @@ impl<T: PinRecord> PinShared<T> {
 
 impl NvP2p {
     /// Pins `range` for `ctx` with a free callback: `handler` runs if the owning process
-    /// frees the memory before the pin is dropped. Must run in the owning process.
+    /// frees the memory before the pin is dropped. Must run in the owning process,
+    /// `owner`.
     pub(crate) fn pin<T: FreeHandler>(
         ctx: &Arc<T::Context>,
         range: GpuRange,
+        owner: Owner,
         handler: impl PinInit<T>,
     ) -> Result<GpuPin<T>, PinError> {
         let shared = Arc::pin_init(
-            PinShared::new(ctx.clone(), range, PinKind::Callback, handler),
+            PinShared::new(ctx.clone(), range, owner, PinKind::Callback, handler),
             GFP_KERNEL,
         )
         .map_err(|_| PinError::NoMemory)?;
@@ -422,10 +380,12 @@ impl NvP2p {
     /// Pins `range` for `ctx` persistently: the memory stays allocated until the pin is
     /// dropped, even if the process frees it. Uses the persistent pair where the driver
     /// has it, else `get_pages` with a NULL callback (drivers before 535.14, docs/abi.md
-    /// 1.1). There is no free callback: `handler` is only kept in the record.
+    /// 1.1). There is no free callback: `handler` is only kept in the record. `owner` is
+    /// the calling process.
     pub(crate) fn pin_persistent<T: PinRecord>(
         ctx: &Arc<T::Context>,
         range: GpuRange,
+        owner: Owner,
         handler: impl PinInit<T>,
     ) -> Result<GpuPin<T>, PinError> {
         let nv = ctx.nv();
@@ -455,7 +415,7 @@ impl NvP2p {
             }
         };
         driver_result(ret).map_err(PinError::Driver)?;
-        let init = PinShared::new(ctx.clone(), range, kind, handler);
+        let init = PinShared::new(ctx.clone(), range, owner, kind, handler);
         let shared = match Arc::pin_init(init, GFP_KERNEL) {
             Ok(s) => s,
             Err(_) => {

@@ -29,7 +29,8 @@ use crate::{
         driver_result,
         MissingSymbol, //
     },
-    range::GpuRange, //
+    range::GpuRange,
+    space::Owner, //
 };
 
 mod stub;
@@ -238,20 +239,20 @@ mod suite {
         MODE.store(0, Relaxed);
         let puts = PUTS.load(Relaxed);
         assert_eq!(
-            NvP2p::pin_persistent(&nv, range, NoCallback).err(),
+            NvP2p::pin_persistent(&nv, range, Owner::kernel_thread(), NoCallback).err(),
             Some(PinError::BadAnswer)
         );
         assert_eq!(PUTS.load(Relaxed), puts);
         // A table of an unknown version: EIO, and the pin is given back.
         MODE.store(1, Relaxed);
         assert_eq!(
-            NvP2p::pin_persistent(&nv, range, NoCallback).err(),
+            NvP2p::pin_persistent(&nv, range, Owner::kernel_thread(), NoCallback).err(),
             Some(PinError::BadAnswer)
         );
         assert_eq!(PUTS.load(Relaxed), puts + 1);
         // A driver error is passed through, as the driver's.
         assert_eq!(
-            NvP2p::pin(&nv, range, NoCallback).err(),
+            NvP2p::pin(&nv, range, Owner::kernel_thread(), NoCallback).err(),
             Some(PinError::Driver(ENOMEM))
         );
         Ok(())
@@ -282,7 +283,8 @@ mod suite {
     fn a_shared_pin_is_put_once_when_its_last_owner_lets_go() -> Result {
         let (nv, range, t) = persistent_stub()?;
         let (puts, before) = (PUTS.load(Relaxed), PinCounts::read());
-        let pin = NvP2p::pin_persistent(&nv, range, Plain).map_err(Error::from)?;
+        let pin = NvP2p::pin_persistent(&nv, range, Owner::kernel_thread(), Plain)
+            .map_err(Error::from)?;
         // Counted once, by the pin itself.
         let made = PinCounts::read();
         assert_eq!((made.made, made.now), (before.made + 1, before.now + 1));
@@ -316,7 +318,8 @@ mod suite {
         let mut m: KBox<bindings::nvidia_p2p_dma_mapping> =
             KBox::new(unsafe { core::mem::zeroed() }, GFP_KERNEL)?;
         let (puts, unmaps) = (PUTS.load(Relaxed), UNMAPS.load(Relaxed));
-        let pin = NvP2p::pin_persistent(&nv, range, Plain).map_err(Error::from)?;
+        let pin = NvP2p::pin_persistent(&nv, range, Owner::kernel_thread(), Plain)
+            .map_err(Error::from)?;
         // A mapping the pin records, which nobody unmapped.
         assert!(pin.shared.state.lock().mappings().push(Raw(&raw mut *m)));
         drop(pin);
