@@ -4,7 +4,7 @@
 //! live DMA mappings it records, the driver calls in flight on the table, and the
 //! driver's reference on the pin's record (docs/pin-state-machine.md).
 
-use core::num::NonZeroUsize;
+use core::num::NonZeroI32;
 
 use kernel::{
     alloc::AllocError,
@@ -18,20 +18,57 @@ use crate::{
     glue::ModuleRef, //
 };
 
-/// Where a pin is in its life.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+/// Where a pin is in its life, with what each phase owns: the driver's table while it
+/// is this module's to use, put or free, the module reference of an orphaned pin, and
+/// the thread running a free callback.
+///
+/// # Invariants
+///
+/// A table held is one the driver handed out for the pin, or null: in `Live` until
+/// `get_pages` returned it, in `Freed` once the callback took it to free or the put
+/// returned.
 pub(super) enum Phase {
     /// `get_pages` returned; the table is live.
-    Live,
-    /// The owner started unpinning: `put_pages` is (about to be) in flight.
-    Putting,
+    Live { table: RawTable },
+    /// The owner started unpinning: `put_pages` is (about to be) in flight, on the
+    /// table its [`PutToken`] carries too.
+    Putting { table: RawTable },
     /// `put_pages` returned.
     Put,
     /// Dropped by its owner's handle outside the owning process: not put (the
-    /// driver would not find it), left to the free callback, which still comes.
-    Orphaned,
-    /// A free callback started: the driver frees the table when it returns.
-    Freed,
+    /// driver would not find it), left to the free callback, which still comes. The
+    /// module stays loaded until then (`module`).
+    Orphaned { table: RawTable, module: ModuleRef },
+    /// A free callback started: the driver frees the table when it returns. `thread`
+    /// runs it, until it ends; `orphan`: the module reference of a pin orphaned
+    /// before, given back when it ends.
+    Freed {
+        table: RawTable,
+        thread: Option<NonZeroI32>,
+        orphan: Option<ModuleRef>,
+    },
+}
+
+/// A page table of the driver's, as a pin's phase holds it.
+pub(super) type RawTable = Raw<bindings::nvidia_p2p_page_table>;
+
+impl Phase {
+    /// The table this phase holds (null if none).
+    fn table(&self) -> *mut bindings::nvidia_p2p_page_table {
+        match self {
+            Phase::Live { table }
+            | Phase::Putting { table }
+            | Phase::Orphaned { table, .. }
+            | Phase::Freed { table, .. } => table.0,
+            Phase::Put => core::ptr::null_mut(),
+        }
+    }
+}
+
+/// The calling thread's id (never 0 for a thread that runs a callback: only the idle
+/// tasks have 0).
+fn current_thread() -> Option<NonZeroI32> {
+    NonZeroI32::new(kernel::current!().pid())
 }
 
 /// How a pin was made, and so how it is put.
@@ -58,7 +95,7 @@ pub(crate) enum PinKind {
 #[must_use = "a put begun is ended by PinShared::put"]
 pub(super) struct PutToken {
     kind: PinKind,
-    table: Raw<bindings::nvidia_p2p_page_table>,
+    table: RawTable,
 }
 
 impl PutToken {
@@ -76,6 +113,21 @@ impl PutToken {
 /// A driver-owned pointer kept under the pin's lock.
 pub(super) struct Raw<T>(pub(super) *mut T);
 
+impl<T> Raw<T> {
+    /// None.
+    pub(super) const fn null() -> Self {
+        Raw(core::ptr::null_mut())
+    }
+}
+
+impl<T> Clone for Raw<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Raw<T> {}
+
 // SAFETY: the pointers are only used under the pin's lock, or by the one thread that
 // took them out of it, following the driver's rules for its objects.
 unsafe impl<T> Send for Raw<T> {}
@@ -85,46 +137,34 @@ unsafe impl<T> Send for Raw<T> {}
 ///
 /// # Invariants
 ///
-/// - `table` is non-null only in `Live`, `Putting` and `Orphaned`, and during a
-///   callback until it has waited for `in_flight` to drop to zero.
-/// - `mappings` are live DMA mappings of `table`.
-/// - `in_flight` counts driver calls on `table` (map, unmap) not yet returned; a map
-///   starts only in `Live`, an unmap only while `table` is non-null and no callback
-///   has started.
+/// - `mappings` are live DMA mappings of the table the phase holds.
+/// - `in_flight` counts driver calls on that table (map, unmap) not yet returned; a
+///   map starts only in `Live`, an unmap only in `Live`, `Putting` or `Orphaned`. A
+///   callback keeps the table until `in_flight` drops to zero.
 /// - `data` is the driver's reference on the pin's record, handed over just before a
 ///   callback pin's `get_pages` and kept until it is taken out ([`PinState::finish_put`],
 ///   [`PinState::end_callback`]) once no callback may still run with it.
-/// - `orphan` is held exactly while the phase is `Orphaned`.
 pub(super) struct PinState<R> {
     phase: Phase,
-    table: Raw<bindings::nvidia_p2p_page_table>,
     mappings: Mappings,
     in_flight: u32,
     /// How the pin was made (and so is put); never changes.
     kind: PinKind,
-    /// The task running the free callback, while it runs (compared, never
-    /// dereferenced).
-    callback: Option<NonZeroUsize>,
     /// The driver's reference on the record (a callback pin's, until given back).
     data: Option<Arc<R>>,
-    /// Held while the pin is orphaned: the module stays until its callback ran.
-    orphan: Option<ModuleRef>,
 }
 
 impl<R> PinState<R> {
     /// The state of a pin of `kind` just asked of the driver: live, with no table,
     /// mapping, call or callback yet.
     pub(super) fn new(kind: PinKind) -> Self {
-        // INVARIANT: no table, mapping, call, data or orphan.
+        // INVARIANT: no table, mapping, call or data.
         PinState {
-            phase: Phase::Live,
-            table: Raw(core::ptr::null_mut()),
+            phase: Phase::Live { table: Raw::null() },
             mappings: Mappings::new(),
             in_flight: 0,
             kind,
-            callback: None,
             data: None,
-            orphan: None,
         }
     }
 
@@ -135,7 +175,7 @@ impl<R> PinState<R> {
 
     /// Whether a free callback has started: the memory is gone.
     pub(super) fn is_freed(&self) -> bool {
-        self.phase == Phase::Freed
+        matches!(self.phase, Phase::Freed { .. })
     }
 
     /// Keeps the driver's reference on the record, handed over as the callback's
@@ -155,28 +195,34 @@ impl<R> PinState<R> {
     /// the table is gone, and not to be read.
     pub(super) fn adopt(
         &mut self,
-        table: *mut bindings::nvidia_p2p_page_table,
+        new: *mut bindings::nvidia_p2p_page_table,
     ) -> Result<(), PinError> {
-        if self.phase == Phase::Freed {
-            return Err(PinError::Freed);
+        match &mut self.phase {
+            Phase::Live { table } => {
+                // INVARIANT: the driver handed `new` out for this pin.
+                *table = Raw(new);
+                Ok(())
+            }
+            _ => Err(PinError::Freed),
         }
-        // INVARIANT: live, its table.
-        self.table = Raw(table);
-        Ok(())
     }
 
     /// Starts the put of a live pin (no callback started): no driver call starts on
     /// its table from here on. `None` if the pin is not live.
     pub(super) fn start_put(&mut self) -> Option<PutToken> {
-        if self.phase != Phase::Live {
+        let Phase::Live { table } = self.phase else {
             return None;
-        }
-        self.phase = Phase::Putting;
+        };
+        // The phase keeps the table too: a callback that starts during the put frees
+        // it, as the driver wants (docs/abi.md 1.1).
+        self.phase = Phase::Putting {
+            table: Raw(table.0),
+        };
         // INVARIANT: the pin was live, its table (if any) the driver's for it; no call
         // starts on it once `Putting`.
         Some(PutToken {
             kind: self.kind,
-            table: Raw(self.table.0),
+            table,
         })
     }
 
@@ -194,12 +240,15 @@ impl<R> PinState<R> {
         Some(token)
     }
 
-    /// The put returned: the table is gone. Gives the driver's reference back if no
-    /// callback can use it any more.
+    /// The put returned: the table is gone (a callback that started meanwhile finds
+    /// none to free). Gives the driver's reference back if no callback can use it any
+    /// more.
     pub(super) fn finish_put(&mut self) -> Option<Arc<R>> {
-        // INVARIANT: no table once put.
-        self.phase = Phase::Put;
-        self.table = Raw(core::ptr::null_mut());
+        match &mut self.phase {
+            // INVARIANT: no table once put.
+            Phase::Freed { table, .. } => *table = Raw::null(),
+            _ => self.phase = Phase::Put,
+        }
         self.take_data()
     }
 
@@ -207,32 +256,43 @@ impl<R> PinState<R> {
     /// owning process, where the driver would not find it): the module stays loaded
     /// until the callback has run. `false` if the pin is not live.
     pub(super) fn orphan(&mut self) -> bool {
-        if self.phase != Phase::Live {
+        let Phase::Live { table } = self.phase else {
             return false;
-        }
-        // INVARIANT: the module reference is held while orphaned.
-        self.phase = Phase::Orphaned;
-        self.orphan = Some(ModuleRef::new());
+        };
+        self.phase = Phase::Orphaned {
+            table,
+            module: ModuleRef::new(),
+        };
         true
     }
 
-    /// A free callback starts in the calling task: the pin is freed, no driver call on
-    /// its table starts from here on.
+    /// A free callback starts in the calling thread: the pin is freed, no driver call
+    /// on its table starts from here on.
     pub(super) fn start_callback(&mut self) {
-        self.callback = NonZeroUsize::new(kernel::task::Task::current_raw() as usize);
-        self.phase = Phase::Freed;
+        let table = Raw(self.phase.table());
+        let old = core::mem::replace(
+            &mut self.phase,
+            Phase::Freed {
+                table,
+                thread: current_thread(),
+                orphan: None,
+            },
+        );
+        if let (Phase::Orphaned { module, .. }, Phase::Freed { orphan, .. }) =
+            (old, &mut self.phase)
+        {
+            *orphan = Some(module);
+        }
     }
 
     /// The free callback takes what the driver frees when it returns, once no driver
     /// call is in flight on the table (`busy` is false): the table, and the mappings to
     /// free with it.
-    pub(super) fn take_for_free(
-        &mut self,
-    ) -> (
-        Raw<bindings::nvidia_p2p_page_table>,
-        impl Iterator<Item = RawMapping>,
-    ) {
-        let table = core::mem::replace(&mut self.table, Raw(core::ptr::null_mut()));
+    pub(super) fn take_for_free(&mut self) -> (RawTable, impl Iterator<Item = RawMapping>) {
+        let table = match &mut self.phase {
+            Phase::Freed { table, .. } => core::mem::replace(table, Raw::null()),
+            _ => Raw::null(),
+        };
         (table, self.mappings.take())
     }
 
@@ -240,14 +300,24 @@ impl<R> PinState<R> {
     /// reference back if the owner's put is done (or never comes), and the module
     /// reference of an orphaned pin.
     pub(super) fn end_callback(&mut self) -> (Option<Arc<R>>, Option<ModuleRef>) {
-        self.callback = None;
-        (self.take_data(), self.orphan.take())
+        let orphan = match &mut self.phase {
+            Phase::Freed { thread, orphan, .. } => {
+                *thread = None;
+                orphan.take()
+            }
+            _ => None,
+        };
+        (self.take_data(), orphan)
     }
 
-    /// Whether a free callback runs in another task than the calling one.
+    /// Whether a free callback runs in another thread than the calling one.
     pub(super) fn callback_elsewhere(&self) -> bool {
-        self.callback
-            .is_some_and(|t| t.get() != kernel::task::Task::current_raw() as usize)
+        match self.phase {
+            Phase::Freed {
+                thread: Some(t), ..
+            } => Some(t) != current_thread(),
+            _ => false,
+        }
     }
 
     /// Whether a driver call is in flight on the table.
@@ -261,14 +331,15 @@ impl<R> PinState<R> {
     /// under the pin's spinlock: the room, needed only with more than one mapping of
     /// a pin (rare: a second peer, or concurrent maps), is allocated without sleeping.
     pub(super) fn begin_call(&mut self) -> Result<*mut bindings::nvidia_p2p_page_table, PinError> {
-        if self.phase != Phase::Live || self.table.0.is_null() {
-            return Err(PinError::Freed);
-        }
+        let table = match self.phase {
+            Phase::Live { table } if !table.0.is_null() => table.0,
+            _ => return Err(PinError::Freed),
+        };
         self.mappings
             .reserve(self.in_flight as usize + 1)
             .map_err(|_| PinError::NoMemory)?;
         self.in_flight += 1;
-        Ok(self.table.0)
+        Ok(table)
     }
 
     /// Records the mapping a map call made (room was reserved by its
@@ -276,22 +347,28 @@ impl<R> PinState<R> {
     pub(super) fn record(&mut self, m: RawMapping) -> bool {
         let recorded = self.mappings.push(m);
         debug_assert!(recorded);
-        self.phase != Phase::Freed
+        !self.is_freed()
     }
 
-    /// Counts an unmap of `raw` in flight on the live table, and forgets `raw` (so
-    /// that nothing else frees it): `None` once a callback started (it frees every
-    /// mapping, this one included; it may be this very thread, nested in it), or if
+    /// Counts an unmap of `raw` in flight on the table, and forgets `raw` (so that
+    /// nothing else frees it): `None` once a callback started (it frees every mapping,
+    /// this one included; it may be this very thread, nested in it), once put, or if
     /// `raw` is not recorded.
     pub(super) fn begin_unmap(
         &mut self,
         raw: *mut bindings::nvidia_p2p_dma_mapping,
     ) -> Option<*mut bindings::nvidia_p2p_page_table> {
-        if self.phase == Phase::Freed || self.table.0.is_null() || !self.mappings.remove(raw) {
+        let table = match &self.phase {
+            Phase::Live { table } | Phase::Putting { table } | Phase::Orphaned { table, .. } => {
+                table.0
+            }
+            Phase::Put | Phase::Freed { .. } => return None,
+        };
+        if table.is_null() || !self.mappings.remove(raw) {
             return None;
         }
         self.in_flight += 1;
-        Some(self.table.0)
+        Some(table)
     }
 
     /// Ends a driver call; whether none is left in flight.
@@ -303,7 +380,7 @@ impl<R> PinState<R> {
     /// A mapping still recorded while the pin is live, if any: one its maker left.
     pub(super) fn mapping_left(&self) -> Option<*mut bindings::nvidia_p2p_dma_mapping> {
         match self.phase {
-            Phase::Live => self.mappings.first(),
+            Phase::Live { .. } => self.mappings.first(),
             _ => None,
         }
     }
@@ -311,7 +388,7 @@ impl<R> PinState<R> {
     /// Whether the driver's `data` reference may be given back now: no callback is
     /// running and none can start (put returned, or a callback already ran).
     fn data_may_go(&self) -> bool {
-        self.callback.is_none() && matches!(self.phase, Phase::Put | Phase::Freed)
+        matches!(self.phase, Phase::Put | Phase::Freed { thread: None, .. })
     }
 
     /// Takes the driver's `data` reference out if it may be given back now (see
@@ -338,11 +415,6 @@ impl<R> PinState<R> {
         }
     }
 
-    /// Gives `table` to the state as its live table.
-    pub(super) fn set_table(&mut self, table: *mut bindings::nvidia_p2p_page_table) {
-        self.table = Raw(table);
-    }
-
     /// The calls in flight.
     pub(super) fn in_flight(&self) -> u32 {
         self.in_flight
@@ -356,15 +428,6 @@ impl<R> PinState<R> {
     /// Whether the state gives the driver's reference back now.
     pub(super) fn gives_data_back(&mut self) -> bool {
         self.take_data().is_some()
-    }
-
-    /// Marks the callback running or not, in the calling task.
-    pub(super) fn set_callback(&mut self, running: bool) {
-        self.callback = if running {
-            NonZeroUsize::new(kernel::task::Task::current_raw() as usize)
-        } else {
-            None
-        };
     }
 }
 
@@ -389,7 +452,7 @@ impl Mappings {
     pub(super) fn new() -> Self {
         // INVARIANT: both empty.
         Mappings {
-            first: Raw(core::ptr::null_mut()),
+            first: Raw::null(),
             more: None,
         }
     }
@@ -448,7 +511,7 @@ impl Mappings {
                 .more
                 .as_mut()
                 .and_then(|v| v.pop())
-                .unwrap_or(Raw(core::ptr::null_mut()));
+                .unwrap_or(Raw::null());
             return true;
         }
         let Some(more) = self.more.as_mut() else {
@@ -464,8 +527,16 @@ impl Mappings {
     pub(super) fn take(&mut self) -> impl Iterator<Item = RawMapping> {
         // INVARIANT: both emptied.
         let more = self.more.take().map(KBox::into_inner);
-        let first = core::mem::replace(&mut self.first, Raw(core::ptr::null_mut()));
+        let first = core::mem::replace(&mut self.first, Raw::null());
         let first = (!first.0.is_null()).then_some(first);
         Iterator::chain(first.into_iter(), more.into_iter().flatten())
     }
 }
+
+// The phase carries its data in 16 bytes, and the state (no lock inside: the same in
+// every kernel configuration) stays within the 48 bytes a pin's 128-byte record leaves
+// it (the assertion on the records in src/client/user.rs).
+const _: () = assert!(
+    size_of::<PinState<u8>>() <= 48 && size_of::<Phase>() <= 16,
+    "a pin's state must fit 48 bytes"
+);

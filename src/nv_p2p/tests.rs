@@ -3,6 +3,8 @@
 //! The KUnit suite `peermem_nv_p2p`: versions, errno mapping, checks of the driver's
 //! answers, symbol resolution, and pins against a stub driver.
 
+use core::num::NonZeroI32;
+
 use kernel::prelude::*;
 
 use super::{
@@ -27,7 +29,8 @@ use crate::{
     bindings,
     glue::{
         driver_result,
-        MissingSymbol, //
+        MissingSymbol,
+        ModuleRef, //
     },
     range::GpuRange,
     space::Owner, //
@@ -336,23 +339,47 @@ mod suite {
     #[test]
     fn callback_data_is_given_back_by_whichever_ends_last() -> Result {
         let data = || Arc::new(0u8, GFP_KERNEL);
+        let table = Raw::null();
+        let thread = || NonZeroI32::new(kernel::current!().pid());
         // Live, putting or orphaned: a callback may still come, and keeps it.
-        for phase in [Phase::Live, Phase::Putting, Phase::Orphaned] {
+        for phase in [
+            Phase::Live { table },
+            Phase::Putting { table },
+            Phase::Orphaned {
+                table,
+                module: ModuleRef::new(),
+            },
+        ] {
             let mut st = PinState::in_phase(phase, PinKind::Callback, Some(data()?));
             assert!(!st.gives_data_back());
         }
         // Put, or freed by a callback that returned: given back, once.
-        for phase in [Phase::Put, Phase::Freed] {
+        let returned = Phase::Freed {
+            table,
+            thread: None,
+            orphan: None,
+        };
+        for phase in [Phase::Put, returned] {
             let mut st = PinState::in_phase(phase, PinKind::Callback, Some(data()?));
             assert!(st.gives_data_back());
             assert!(!st.gives_data_back());
         }
-        // A callback still running keeps it, even once put.
-        let mut st = PinState::in_phase(Phase::Put, PinKind::Callback, Some(data()?));
-        st.set_callback(true);
+        // A callback still running keeps it, even once put; it goes when the callback
+        // ends.
+        let mut st = PinState::new(PinKind::Callback);
+        st.hand_data(data()?);
+        assert!(st.start_put().is_some());
+        st.start_callback();
+        assert!(!st.callback_elsewhere() && st.finish_put().is_none());
+        let running = Phase::Freed {
+            table,
+            thread: thread(),
+            orphan: None,
+        };
+        let mut st = PinState::in_phase(running, PinKind::Callback, Some(data()?));
         assert!(!st.gives_data_back());
-        st.set_callback(false);
-        assert!(st.gives_data_back());
+        let (given, orphan) = st.end_callback();
+        assert!(given.is_some() && orphan.is_none());
         // Through the transitions: a put that ends first leaves it to the callback...
         let mut st = PinState::new(PinKind::Callback);
         st.hand_data(data()?);
@@ -383,7 +410,7 @@ mod suite {
         // finds room, or a mapping would go unrecorded and never be unmapped.
         let mut st = PinState::<u8>::new(PinKind::Callback);
         let table = 0x40 as *mut bindings::nvidia_p2p_page_table;
-        st.set_table(table);
+        st.adopt(table)?;
         for _ in 0..3 {
             assert_eq!(st.begin_call()?, table);
         }
@@ -397,7 +424,13 @@ mod suite {
         assert!(!st.mappings().remove(core::ptr::null_mut()));
         assert_eq!(st.mappings().len(), 3);
         // Not once the pin is put or freed.
-        for phase in [Phase::Putting, Phase::Put, Phase::Freed] {
+        let held = Raw(table);
+        let freed = Phase::Freed {
+            table: held,
+            thread: None,
+            orphan: None,
+        };
+        for phase in [Phase::Putting { table: held }, Phase::Put, freed] {
             assert_eq!(
                 PinState::<u8>::in_phase(phase, PinKind::Callback, None).begin_call(),
                 Err(PinError::Freed)
