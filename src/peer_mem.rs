@@ -89,7 +89,9 @@ pub(crate) enum ClientKind {
     InvalidateUnmaps,
 }
 
-/// A peer-memory client: the callbacks the core makes, with a typed context.
+/// A peer-memory client: the callbacks the core makes, with a typed context. A trait
+/// because this layer sits below the clients (docs/architecture.md) and must not name
+/// their type: `Client<M>` implements it, for each mode.
 ///
 /// The context is what the core carries as `client_context`: `acquire` hands it over
 /// with [`ForeignOwnable::into_foreign`], the callbacks borrow it, `release` takes it

@@ -7,8 +7,7 @@
 use kernel::{
     list::{
         List,
-        ListArc,
-        ListItem, //
+        ListArc, //
     },
     new_spinlock,
     prelude::*,
@@ -60,7 +59,7 @@ use crate::{
 pub(crate) struct Callback;
 
 impl Mode for Callback {
-    type Record = PinUsers<User<Callback>>;
+    type Record = PinUsers;
 
     const NAME: &'static str = "callback";
 
@@ -155,16 +154,8 @@ fn let_go(c: &ClientShared, pin: &Pin<Callback>, user: Option<&User<Callback>>) 
     }
 }
 
-/// A registration, as the users list of its pin sees it: the record is generic over it,
-/// so that the pin's record and its users' records do not name each other's types.
-pub(crate) trait PinUser: ListItem<0> + Send + Sync + Sized + 'static {
-    /// The memory of the pin of client `c` that this user uses is being freed (from its
-    /// free callback): invalidates the registration.
-    fn on_pin_freed(&self, c: &ClientShared);
-}
-
 /// What the registry and the users of a callback pin ask of it.
-impl<U: PinUser> GpuPin<PinUsers<U>> {
+impl GpuPin<PinUsers> {
     /// Records the key the registry linked the pin under (once): `link` (in this file)
     /// links it under its space and start, which [`GpuPin::key`] rebuilds the key from.
     /// `false` if the free callback came first: it could not unlink the pin, so the
@@ -186,7 +177,7 @@ impl<U: PinUser> GpuPin<PinUsers<U>> {
     }
 }
 
-impl<U: PinUser> Entry for GpuPin<PinUsers<U>> {
+impl Entry for GpuPin<PinUsers> {
     fn range(&self) -> GpuRange {
         GpuPin::range(self)
     }
@@ -210,7 +201,7 @@ impl<U: PinUser> Entry for GpuPin<PinUsers<U>> {
 /// (its only [`ListArc`] is handed to [`PinUsers::attach`]). So while `id` is not
 /// `UNLINKED`, a user of this pin that is not in `users` is in no list at all.
 #[pin_data]
-pub(crate) struct PinUsers<U: PinUser> {
+pub(crate) struct PinUsers {
     /// The registry id, 0 until linked: the rest of the key is the owner and the start,
     /// so the record keeps eight bytes of it instead of a 32-byte key. The pin holds its
     /// owner's `mm_struct`, so the key's address is not reused while linked.
@@ -219,10 +210,10 @@ pub(crate) struct PinUsers<U: PinUser> {
     /// itself: attaching allocates nothing, and the free callback takes the list
     /// without allocating. A spinlock: list links change without sleeping.
     #[pin]
-    users: SpinLock<List<U>>,
+    users: SpinLock<List<User<Callback>>>,
 }
 
-impl<U: PinUser> PinUsers<U> {
+impl PinUsers {
     /// A pin not linked, with no users yet.
     pub(super) fn new() -> impl PinInit<Self> {
         // INVARIANT: not linked, id 0, no users.
@@ -238,7 +229,7 @@ impl<U: PinUser> PinUsers<U> {
     }
 
     /// Adds `user`; [`PinError::Freed`] once the memory is being freed.
-    pub(super) fn attach(&self, user: ListArc<U>) -> Result<(), PinError> {
+    pub(super) fn attach(&self, user: ListArc<User<Callback>>) -> Result<(), PinError> {
         let mut users = self.users.lock();
         if self.dead() {
             return Err(PinError::Freed);
@@ -249,7 +240,7 @@ impl<U: PinUser> PinUsers<U> {
     }
 
     /// Removes `user` if it is attached; whether no user is left.
-    pub(super) fn detach(&self, user: &U) -> bool {
+    pub(super) fn detach(&self, user: &User<Callback>) -> bool {
         let mut users = self.users.lock();
         if !self.dead() {
             // SAFETY: while `id` is not `UNLINKED` (read under the lock), a user is
@@ -293,17 +284,11 @@ fn key_of(id: u64, space: SpaceId, range: GpuRange) -> Option<PinKey> {
     }
 }
 
-impl<U: PinUser> PinRecord for PinUsers<U> {
+impl PinRecord for PinUsers {
     type Context = ClientShared;
 }
 
-impl PinUser for User<Callback> {
-    fn on_pin_freed(&self, c: &ClientShared) {
-        self.invalidate(c);
-    }
-}
-
-impl<U: PinUser> FreeHandler for PinUsers<U> {
+impl FreeHandler for PinUsers {
     fn on_free(&self, c: &ClientShared, pin: PinIdentity) {
         let (id, list) = {
             let mut users = self.users.lock();
@@ -318,7 +303,7 @@ impl<U: PinUser> FreeHandler for PinUsers<U> {
             drop(c.pins.unlink(&key));
         }
         for user in list.iter() {
-            user.on_pin_freed(c);
+            user.invalidate(c);
         }
     }
 }
