@@ -216,9 +216,18 @@ pub(crate) struct ClientShared {
     released: CondVar,
 }
 
+/// The pins of the client's modes are counted in the module's counters.
 impl PinContext for ClientShared {
     fn nv(&self) -> &NvP2p {
         &self.nv
+    }
+
+    fn pinned(&self, bytes: u64) {
+        self.stats.pinned(bytes);
+    }
+
+    fn unpinned(&self, bytes: u64) {
+        self.stats.unpinned(bytes);
     }
 }
 
@@ -350,16 +359,17 @@ impl<M: Mode> PeerClient for Client<M> {
             .dma_map(&peer, build)
             .map_err(|e| refuse(Refusal::of_map_error(e), Error::from(e)))?;
         // Built apart and installed only on success: on failure the core's table is
-        // left untouched, as it requires.
+        // left untouched, as it requires (and a list built is freed uninstalled, never
+        // counted in `sg_lists_now`).
         let (sg, n) = InstalledSg::install(sg, list);
-        user.undo(user.install(mapping, sg));
+        user.undo(&self.shared, user.install(&self.shared, mapping, sg));
         Ok(n)
     }
 
     fn dma_unmap(&self, user: ArcBorrow<'_, User<M>>, sg: SgHead) {
         // The plain client's unmap runs nested in its invalidation: nothing here waits
         // for one.
-        user.undo(user.take_mapped(&sg));
+        user.undo(&self.shared, user.take_mapped(&sg));
     }
 
     fn put_pages(&self, user: ArcBorrow<'_, User<M>>, sg: SgHead) {
@@ -372,7 +382,7 @@ impl<M: Mode> PeerClient for Client<M> {
     }
 
     fn release(&self, user: Arc<User<M>>) {
-        user.undo(user.release(&self.shared));
+        user.undo(&self.shared, user.release(&self.shared));
         M::detach(&self.shared, &user);
         self.shared.stats.releases.fetch_add(1, Relaxed);
         // The core's reference is the last (the users list let go of its own in

@@ -8,7 +8,9 @@
 //!   callback pin runs a [`FreeHandler`] when the owning process frees the memory; a
 //!   persistent pin keeps the memory alive. Either kind's owners keep their data in
 //!   the pin's record ([`PinRecord`]). Dropping the last clone unpins (unless a free
-//!   callback already tore it down).
+//!   callback already tore it down). Whoever pins is the pins' [`PinContext`]: the
+//!   record refers to it, and a pin reports to it when it is made and when its last
+//!   clone is dropped, so the counters live with the caller, above this layer.
 //! - [`DmaMapping`]: a live DMA mapping of the range for one PCI peer; its addresses
 //!   are read in place, while the map call is counted in flight, by the builder
 //!   [`GpuPin::dma_map`] hands them to. It is given back through [`GpuPin::unmap`];
@@ -63,7 +65,6 @@ pub(crate) use pin::{
     FreeHandler,
     GpuPin,
     PinContext,
-    PinCounts,
     PinIdentity,
     PinRecord, //
 };

@@ -11,14 +11,9 @@ use kernel::{
 };
 
 use crate::{
-    nv_p2p::{
-        PinCounts,
-        PinError, //
-    },
-    peer_mem::{
-        SgError,
-        SgList, //
-    },
+    compat,
+    nv_p2p::PinError,
+    peer_mem::SgError, //
 };
 
 /// Why a registration of GPU memory was refused (its name and message:
@@ -176,20 +171,38 @@ impl From<MapError> for Error {
     }
 }
 
-/// The module's own counters, all monotonic. The `stats` file's `pins`, `*_now` gauges
-/// and `bytes_pinned_peak` are counted by the pin and SG list types instead
-/// ([`Stats::COUNTERS`]).
+/// The module's counters: one set for the module, which its clients share, each
+/// counted by whoever owns its event. The client counts registrations, releases, pin
+/// reuses, invalidations, free callbacks and refusals; a pin reports its making and
+/// its end to the client that made it (`PinContext`, which the client forwards to
+/// [`Stats::pinned`] and [`Stats::unpinned`]); the client counts the SG lists it
+/// installs in the core's tables and frees ([`Stats::sg_list_installed`],
+/// [`Stats::sg_list_freed`]).
+///
+/// The gauges (`*_now`) and the peak change only through those pairs of methods, each
+/// called once for an event and once for its undoing, after it: `pins_now` and
+/// `bytes_pinned_now` are the pins made and not yet let go of and the bytes they pin,
+/// `sg_lists_now` the lists installed and not yet freed.
 pub(crate) struct Stats {
     /// Registrations claimed (successful acquires).
     pub(crate) registrations: Atomic<u64>,
     /// Registrations released.
     pub(crate) releases: Atomic<u64>,
+    /// GPU pins made (one nvidia.ko pin each).
+    pins: Atomic<u64>,
     /// Registrations served by an existing pin.
     pub(crate) pin_reuses: Atomic<u64>,
     /// Invalidations delivered to the core.
     pub(crate) invalidations: Atomic<u64>,
     /// Free callbacks received from nvidia.ko.
     pub(crate) free_callbacks: Atomic<u64>,
+    /// Pins alive now: made, and not yet let go of by their last owner.
+    pins_now: Atomic<u64>,
+    /// SG lists `dma_map` installed in the core's table and not yet freed.
+    sg_lists_now: Atomic<u64>,
+    /// The bytes the pins alive now pin, and the most they pinned at once.
+    bytes_pinned_now: Atomic<u64>,
+    bytes_pinned_peak: Atomic<u64>,
     /// Refusals, by [`Refusal`].
     pub(crate) refusals: [Atomic<u64>; REFUSALS],
 }
@@ -204,16 +217,14 @@ impl Stats {
     pub(crate) const COUNTERS: [Counter; 10] = [
         ("registrations", |s| s.registrations.load(Relaxed)),
         ("releases", |s| s.releases.load(Relaxed)),
-        // GPU pins made, alive now, and the bytes they pin: counted by the pin type.
-        ("pins", |_| PinCounts::read().made),
+        ("pins", |s| s.pins.load(Relaxed)),
         ("pin_reuses", |s| s.pin_reuses.load(Relaxed)),
         ("invalidations", |s| s.invalidations.load(Relaxed)),
         ("free_callbacks", |s| s.free_callbacks.load(Relaxed)),
-        ("pins_now", |_| PinCounts::read().now),
-        // SG lists built by `dma_map` and not yet freed: counted by the type.
-        ("sg_lists_now", |_| SgList::live()),
-        ("bytes_pinned_now", |_| PinCounts::read().bytes_now),
-        ("bytes_pinned_peak", |_| PinCounts::read().bytes_peak),
+        ("pins_now", |s| s.pins_now.load(Relaxed)),
+        ("sg_lists_now", |s| s.sg_lists_now.load(Relaxed)),
+        ("bytes_pinned_now", |s| s.bytes_pinned_now.load(Relaxed)),
+        ("bytes_pinned_peak", |s| s.bytes_pinned_peak.load(Relaxed)),
     ];
 }
 
@@ -222,11 +233,50 @@ impl Default for Stats {
         Self {
             registrations: Atomic::new(0),
             releases: Atomic::new(0),
+            pins: Atomic::new(0),
             pin_reuses: Atomic::new(0),
             invalidations: Atomic::new(0),
             free_callbacks: Atomic::new(0),
+            pins_now: Atomic::new(0),
+            sg_lists_now: Atomic::new(0),
+            bytes_pinned_now: Atomic::new(0),
+            bytes_pinned_peak: Atomic::new(0),
             refusals: [const { Atomic::new(0) }; REFUSALS],
         }
+    }
+}
+
+impl Stats {
+    /// Counts a pin of `bytes` bytes just made: alive from now on, and its bytes
+    /// pinned (the peak raised to them).
+    pub(crate) fn pinned(&self, bytes: u64) {
+        self.pins.fetch_add(1, Relaxed);
+        self.pins_now.fetch_add(1, Relaxed);
+        let now = self.bytes_pinned_now.fetch_add(bytes, Relaxed) + bytes;
+        let mut peak = self.bytes_pinned_peak.load(Relaxed);
+        while now > peak {
+            match self.bytes_pinned_peak.cmpxchg(peak, now, Relaxed) {
+                Ok(_) => break,
+                Err(seen) => peak = seen,
+            }
+        }
+    }
+
+    /// Counts the end of a pin of `bytes` bytes counted by [`Stats::pinned`]: its last
+    /// owner let go of it.
+    pub(crate) fn unpinned(&self, bytes: u64) {
+        compat::fetch_sub(&self.pins_now, 1, Relaxed);
+        compat::fetch_sub(&self.bytes_pinned_now, bytes, Relaxed);
+    }
+
+    /// Counts an SG list `dma_map` installed in the core's table.
+    pub(crate) fn sg_list_installed(&self) {
+        self.sg_lists_now.fetch_add(1, Relaxed);
+    }
+
+    /// Counts the freeing of an SG list counted by [`Stats::sg_list_installed`].
+    pub(crate) fn sg_list_freed(&self) {
+        compat::fetch_sub(&self.sg_lists_now, 1, Relaxed);
     }
 }
 

@@ -125,15 +125,21 @@ struct UserState {
     /// The DMA mapping of the pin made by `dma_map`, unmapped through the pin.
     mapping: Option<DmaMapping>,
     /// The SG list installed in the core's table: freed from this record, since the
-    /// core zeroes its table after an invalidation (abi.md 2.5).
+    /// core zeroes its table after an invalidation (abi.md 2.5). Counted in the
+    /// client's `sg_lists_now` from [`User::install`] until [`User::undo`] frees it,
+    /// the one place a list installed here is dropped: it leaves this record only in
+    /// a [`Mapped`], which goes there, and none is left when the registration goes
+    /// (its release takes it out, and the core maps no released registration).
     sg: Option<InstalledSg>,
     stage: Stage,
     /// The error the registration's pin failed with (a registration without a pin).
     failed: Option<Error>,
 }
 
-/// A registration's mapping and SG list, taken out of its state to be undone.
-pub(super) type Mapped = (Option<DmaMapping>, Option<InstalledSg>);
+/// A registration's mapping and SG list, taken out of its state to be undone
+/// ([`User::undo`], which also takes the list out of the count of installed lists).
+#[must_use = "a mapping and SG list taken out of a registration are undone by `User::undo`"]
+pub(super) struct Mapped(Option<DmaMapping>, Option<InstalledSg>);
 
 impl<M: Mode> User<M> {
     /// A registration of `span` using `pin`, or claimed with the error its pin failed
@@ -187,12 +193,15 @@ impl<M: Mode> User<M> {
         }
     }
 
-    /// Installs the mapping and SG list `dma_map` made. The core maps a region once;
-    /// whatever an earlier call left comes back, for the caller to undo after the lock
-    /// ([`User::undo`]: an unmap may sleep).
-    pub(super) fn install(&self, mapping: DmaMapping, sg: InstalledSg) -> Mapped {
+    /// Installs the mapping and SG list `dma_map` made, counting the list in client
+    /// `c`'s `sg_lists_now`. The core maps a region once; whatever an earlier call left
+    /// comes back, for the caller to undo after the lock ([`User::undo`]: an unmap may
+    /// sleep).
+    pub(super) fn install(&self, c: &ClientShared, mapping: DmaMapping, sg: InstalledSg) -> Mapped {
+        // Counted before it can be taken out (under the lock), and so uncounted.
+        c.stats.sg_list_installed();
         let mut st = self.state.lock();
-        (st.mapping.replace(mapping), st.sg.replace(sg))
+        Mapped(st.mapping.replace(mapping), st.sg.replace(sg))
     }
 
     /// Takes the mapping out for the core's `dma_unmap` or `put_pages` of its table
@@ -203,17 +212,20 @@ impl<M: Mode> User<M> {
     pub(super) fn take_mapped(&self, sg: &SgHead) -> Mapped {
         let mut st = self.state.lock();
         let ours = st.sg.as_ref().is_some_and(|installed| installed.is_in(sg));
-        (st.mapping.take(), if ours { st.sg.take() } else { None })
+        Mapped(st.mapping.take(), if ours { st.sg.take() } else { None })
     }
 
     /// Undoes a mapping and SG list taken out of the state, after its lock: unmaps
     /// through the pin (an unmap may sleep), then empties the core's table and frees
-    /// the list.
-    pub(super) fn undo(&self, (mapping, sg): Mapped) {
+    /// the list, which client `c`'s `sg_lists_now` no longer counts.
+    pub(super) fn undo(&self, c: &ClientShared, Mapped(mapping, sg): Mapped) {
         if let (Some(m), Some(pin)) = (mapping, &self.pin) {
             pin.unmap(m);
         }
-        drop(sg);
+        if let Some(sg) = sg {
+            drop(sg);
+            c.stats.sg_list_freed();
+        }
     }
 
     /// Invalidates the registration through the core (from the free callback of the
@@ -252,7 +264,7 @@ impl<M: Mode> User<M> {
             // Taken under the state lock, so that exactly one of this and the core's
             // dma_unmap drops it; dropped before release may go on.
             let mapping = self.state.lock().mapping.take();
-            self.undo((mapping, None));
+            self.undo(c, Mapped(mapping, None));
         }
         let mut st = self.state.lock();
         let waits = st.stage
@@ -277,6 +289,6 @@ impl<M: Mode> User<M> {
             c.released.wait(&mut st);
         }
         st.stage = Stage::Released;
-        (st.mapping.take(), st.sg.take())
+        Mapped(st.mapping.take(), st.sg.take())
     }
 }

@@ -11,10 +11,7 @@ use kernel::{
     new_spinlock,
     prelude::*,
     sync::{
-        atomic::{
-            Atomic,
-            Relaxed, //
-        },
+        atomic::Relaxed,
         Arc,
         ArcBorrow,
         Refcount,
@@ -63,21 +60,24 @@ pub(crate) struct PinIdentity {
 }
 
 /// Who pins: what every pin of theirs refers to, the driver its pins are made with
-/// included (one reference a pin, shared with the record's own needs). A trait because
-/// this layer sits below the clients (docs/architecture.md) and must not name their
-/// type: the client's shared part implements it, and so does, in test builds only, the
-/// driver table itself, for this layer's own suites (nv_p2p/tests.rs), which pin with
-/// no client above them.
+/// included (one reference a pin, shared with the record's own needs), and where its
+/// pins are counted. A trait because this layer sits below the clients
+/// (docs/architecture.md) and must not name their type, nor the counters above it: the
+/// client's shared part implements it (its counters are the module's `Stats`), and so
+/// does, in test builds only, a context of this layer's own suite (nv_p2p/tests.rs),
+/// which pins with no client above it and counts its pins itself.
 pub(crate) trait PinContext: Send + Sync + 'static {
     /// The driver the pins are made with.
     fn nv(&self) -> &NvP2p;
-}
 
-#[cfg(peermem_kunit)]
-impl PinContext for NvP2p {
-    fn nv(&self) -> &NvP2p {
-        self
-    }
+    /// A pin of `bytes` bytes was made: called once a pin, as its first handle is
+    /// made.
+    fn pinned(&self, bytes: u64);
+
+    /// The last handle of a pin of `bytes` bytes was dropped: called once a pin, after
+    /// its [`PinContext::pinned`], as the pin is let go of (put, left to its free
+    /// callback, or already freed by it).
+    fn unpinned(&self, bytes: u64);
 }
 
 /// What a pin's owners keep in its record.
@@ -430,13 +430,6 @@ impl NvP2p {
     }
 }
 
-/// The pins made, those alive now (made and not yet let go of by their last owner),
-/// the bytes they pin, and the peak of those bytes: counted by [`GpuPin`].
-static PINS_MADE: Atomic<u64> = Atomic::new(0);
-static PINS_NOW: Atomic<u64> = Atomic::new(0);
-static BYTES_NOW: Atomic<u64> = Atomic::new(0);
-static BYTES_PEAK: Atomic<u64> = Atomic::new(0);
-
 /// A pinned range of GPU memory, owned by every clone of the handle.
 ///
 /// Dropping the last clone unpins, unless a free callback already tore the pin down.
@@ -444,34 +437,11 @@ static BYTES_PEAK: Atomic<u64> = Atomic::new(0);
 /// # Invariants
 ///
 /// `shared.owners` counts the live handles of `shared`, this one included. A pin is
-/// counted in `PINS_NOW` and `BYTES_NOW` from when it is made until its last handle is
-/// dropped.
+/// counted by its context (`shared.ctx`) from when it is made
+/// ([`PinContext::pinned`]) until its last handle is dropped
+/// ([`PinContext::unpinned`]).
 pub(crate) struct GpuPin<T: PinRecord> {
     pub(super) shared: Arc<PinShared<T>>,
-}
-
-/// The pin counters of this module: what the `stats` file shows of its pins.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct PinCounts {
-    /// Pins made (one nvidia.ko pin each).
-    pub(crate) made: u64,
-    /// Pins alive now.
-    pub(crate) now: u64,
-    /// Bytes they pin now, and the peak of those.
-    pub(crate) bytes_now: u64,
-    pub(crate) bytes_peak: u64,
-}
-
-impl PinCounts {
-    /// The counters now.
-    pub(crate) fn read() -> Self {
-        PinCounts {
-            made: PINS_MADE.load(Relaxed),
-            now: PINS_NOW.load(Relaxed),
-            bytes_now: BYTES_NOW.load(Relaxed),
-            bytes_peak: BYTES_PEAK.load(Relaxed),
-        }
-    }
 }
 
 impl<T: PinRecord> Clone for GpuPin<T> {
@@ -486,19 +456,10 @@ impl<T: PinRecord> Clone for GpuPin<T> {
 }
 
 impl<T: PinRecord> GpuPin<T> {
-    /// The first handle of a pin just made (its record counts one owner), counted.
+    /// The first handle of a pin just made (its record counts one owner), counted by
+    /// the pin's context.
     fn counted(shared: Arc<PinShared<T>>) -> Self {
-        let bytes = shared.range.len();
-        PINS_MADE.fetch_add(1, Relaxed);
-        PINS_NOW.fetch_add(1, Relaxed);
-        let now = BYTES_NOW.fetch_add(bytes, Relaxed) + bytes;
-        let mut peak = BYTES_PEAK.load(Relaxed);
-        while now > peak {
-            match BYTES_PEAK.cmpxchg(peak, now, Relaxed) {
-                Ok(_) => break,
-                Err(seen) => peak = seen,
-            }
-        }
+        shared.ctx.pinned(shared.range.len());
         // INVARIANT: one owner, this handle; counted above.
         GpuPin { shared }
     }
@@ -587,8 +548,7 @@ impl<T: PinRecord> Drop for GpuPin<T> {
         }
         self.put_last();
         // INVARIANT: the last handle is gone: so is the pin's count.
-        compat::fetch_sub(&PINS_NOW, 1, Relaxed);
-        compat::fetch_sub(&BYTES_NOW, self.shared.range.len(), Relaxed);
+        self.shared.ctx.unpinned(self.shared.range.len());
     }
 }
 

@@ -5,7 +5,16 @@
 
 use core::num::NonZeroI32;
 
-use kernel::prelude::*;
+use kernel::{
+    prelude::*,
+    sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Arc, //
+    }, //
+};
 
 use super::{
     error::BadAnswer,
@@ -27,6 +36,7 @@ use super::{
 };
 use crate::{
     bindings,
+    compat,
     glue::{
         driver_result,
         MissingSymbol,
@@ -38,15 +48,71 @@ use crate::{
 
 mod stub;
 
+/// Who pins in this suite: a driver table, and the counts of the pins made with it,
+/// which a pin reports to its context (the module's counters are the client's, above
+/// this layer).
+struct Counting {
+    nv: Arc<NvP2p>,
+    /// Pins made.
+    made: Atomic<u64>,
+    /// Pins alive now, and the bytes they pin.
+    now: Atomic<u64>,
+    bytes_now: Atomic<u64>,
+}
+
+/// The counts of a [`Counting`] context at one time: made, alive now, bytes now.
+type Counts = (u64, u64, u64);
+
+impl Counting {
+    /// A context pinning with `nv`, with nothing counted.
+    fn new(nv: Arc<NvP2p>) -> Result<Arc<Self>> {
+        Ok(Arc::new(
+            Counting {
+                nv,
+                made: Atomic::new(0),
+                now: Atomic::new(0),
+                bytes_now: Atomic::new(0),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    /// The counts now.
+    fn counts(&self) -> Counts {
+        (
+            self.made.load(Relaxed),
+            self.now.load(Relaxed),
+            self.bytes_now.load(Relaxed),
+        )
+    }
+}
+
+impl PinContext for Counting {
+    fn nv(&self) -> &NvP2p {
+        &self.nv
+    }
+
+    fn pinned(&self, bytes: u64) {
+        self.made.fetch_add(1, Relaxed);
+        self.now.fetch_add(1, Relaxed);
+        self.bytes_now.fetch_add(bytes, Relaxed);
+    }
+
+    fn unpinned(&self, bytes: u64) {
+        compat::fetch_sub(&self.now, 1, Relaxed);
+        compat::fetch_sub(&self.bytes_now, bytes, Relaxed);
+    }
+}
+
 /// A free handler that does nothing (the suite's pins are never freed by a callback).
 struct NoCallback;
 
 impl PinRecord for NoCallback {
-    type Context = NvP2p;
+    type Context = Counting;
 }
 
 impl FreeHandler for NoCallback {
-    fn on_free(&self, _nv: &NvP2p, _pin: PinIdentity) {}
+    fn on_free(&self, _ctx: &Counting, _pin: PinIdentity) {}
 }
 
 #[kunit_tests(peermem_nv_p2p)]
@@ -63,10 +129,6 @@ mod suite {
         *, //
     };
     use crate::glue::no_symbols;
-    use kernel::sync::{
-        atomic::Relaxed,
-        Arc, //
-    };
 
     #[test]
     fn page_table_versions() {
@@ -233,10 +295,10 @@ mod suite {
 
     #[test]
     fn unusable_driver_answers_fail_cleanly() -> Result {
-        let nv = Arc::pin_init(
+        let nv = Counting::new(Arc::pin_init(
             NvP2p::new(&stub_driver(true)).map_err(|_| EINVAL)?,
             GFP_KERNEL,
-        )?;
+        )?)?;
         let range = GpuRange::aligned(0x7f00_0000_0000, 0x1_0000).ok_or(EINVAL)?;
         // Success without a table: EIO, nothing to put.
         MODE.store(0, Relaxed);
@@ -258,6 +320,8 @@ mod suite {
             NvP2p::pin(&nv, range, Owner::kernel_thread(), NoCallback).err(),
             Some(PinError::Driver(ENOMEM))
         );
+        // A pin that failed was never counted.
+        assert_eq!(nv.counts(), (0, 0, 0));
         Ok(())
     }
 
@@ -265,16 +329,16 @@ mod suite {
     struct Plain;
 
     impl PinRecord for Plain {
-        type Context = NvP2p;
+        type Context = Counting;
     }
 
     /// A stub driver with the persistent pair, whose get hands out a good one-page
     /// table (until the test clears `GOOD_TABLE`), and the range it pins.
-    fn persistent_stub() -> Result<(Arc<NvP2p>, GpuRange, KBox<Table>)> {
-        let nv = Arc::pin_init(
+    fn persistent_stub() -> Result<(Arc<Counting>, GpuRange, KBox<Table>)> {
+        let nv = Counting::new(Arc::pin_init(
             NvP2p::new(&stub_driver(true)).map_err(|_| EINVAL)?,
             GFP_KERNEL,
-        )?;
+        )?)?;
         let range = GpuRange::aligned(0x7f00_0000_0000, 0x1_0000).ok_or(EINVAL)?;
         let mut t = table(0x0002_0000, 1)?;
         GOOD_TABLE.store(&raw mut t.raw, Relaxed);
@@ -285,14 +349,12 @@ mod suite {
     #[test]
     fn a_shared_pin_is_put_once_when_its_last_owner_lets_go() -> Result {
         let (nv, range, t) = persistent_stub()?;
-        let (puts, before) = (PUTS.load(Relaxed), PinCounts::read());
+        let puts = PUTS.load(Relaxed);
         let pin = NvP2p::pin_persistent(&nv, range, Owner::kernel_thread(), Plain)
             .map_err(Error::from)?;
-        // Counted once, by the pin itself.
-        let made = PinCounts::read();
-        assert_eq!((made.made, made.now), (before.made + 1, before.now + 1));
-        assert_eq!(made.bytes_now, before.bytes_now + range.len());
-        assert!(made.bytes_peak >= made.bytes_now);
+        // Counted once, by the pin's context.
+        let made = (1, 1, range.len());
+        assert_eq!(nv.counts(), made);
         // Three owners of one pin (a registry node and two registrations): the first
         // two to let go neither put it nor uncount it.
         let a = pin.clone();
@@ -300,14 +362,13 @@ mod suite {
         drop(pin);
         drop(b);
         assert_eq!(PUTS.load(Relaxed), puts);
-        assert_eq!(PinCounts::read(), made);
+        assert_eq!(nv.counts(), made);
         // Made by the persistent pair.
         assert!(!a.is_freed() && a.shared.state.lock().kind() == PinKind::Persistent);
         drop(a);
         assert_eq!(PUTS.load(Relaxed), puts + 1);
-        let after = PinCounts::read();
-        assert_eq!((after.made, after.now), (before.made + 1, before.now));
-        assert_eq!(after.bytes_now, before.bytes_now);
+        // Uncounted once, by the last owner.
+        assert_eq!(nv.counts(), (1, 0, 0));
         GOOD_TABLE.store(core::ptr::null_mut(), Relaxed);
         drop(t);
         Ok(())

@@ -4,18 +4,9 @@
 
 use core::ptr::NonNull;
 
-use kernel::{
-    prelude::*,
-    sync::atomic::{
-        Atomic,
-        Relaxed, //
-    }, //
-};
+use kernel::prelude::*;
 
-use crate::{
-    bindings,
-    compat, //
-};
+use crate::bindings;
 
 /// The core's `sg_table` of one region.
 ///
@@ -91,9 +82,6 @@ pub(crate) enum SgError {
     NoMemory,
 }
 
-/// How many [`SgList`]s are live: the `sg_lists_now` counter.
-static LIVE: Atomic<u64> = Atomic::new(0);
-
 /// An SG list this module built for the core: one pointer, its own record of what it
 /// allocated (the entries count to their end mark).
 ///
@@ -103,7 +91,7 @@ static LIVE: Atomic<u64> = Atomic::new(0);
 /// # Invariants
 ///
 /// `sgl` is the first entry of a list allocated by `peermem_sg_alloc`, freed only by
-/// `Drop`. `LIVE` counts every `SgList`.
+/// `Drop`.
 pub(crate) struct SgList {
     sgl: NonNull<bindings::scatterlist>,
 }
@@ -131,8 +119,7 @@ impl SgList {
             return Err(SgError::NoMemory);
         }
         let sgl = NonNull::new(table.sgl).ok_or(SgError::NoMemory)?;
-        LIVE.fetch_add(1, Relaxed);
-        // INVARIANT: allocated by `peermem_sg_alloc` just above, and counted.
+        // INVARIANT: allocated by `peermem_sg_alloc` just above.
         let list = SgList { sgl };
         let mut sg = list.sgl.as_ptr();
         for (addr, len) in entries.take(n as usize) {
@@ -147,11 +134,6 @@ impl SgList {
         Ok(list)
     }
 
-    /// How many SG lists are live (built and not yet dropped).
-    pub(crate) fn live() -> u64 {
-        LIVE.load(Relaxed)
-    }
-
     /// Number of entries.
     pub(crate) fn len(&self) -> u32 {
         // SAFETY: `sgl` is a live list of this module's (type invariant).
@@ -164,8 +146,6 @@ impl Drop for SgList {
         // SAFETY: `sgl` was allocated by `peermem_sg_alloc` and is freed only here
         // (type invariant).
         unsafe { bindings::peermem_sg_free(self.sgl.as_ptr()) };
-        // INVARIANT: the list is gone.
-        compat::fetch_sub(&LIVE, 1, Relaxed);
     }
 }
 

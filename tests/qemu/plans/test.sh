@@ -28,6 +28,8 @@ check $S parameters_in_sysfs equals 1 cat /sys/module/peermem/parameters/persist
 check $S parameters_read_only equals 444 stat -c %a /sys/module/peermem/parameters/persistent_api_support
 # peermem's counters (debugfs stats).
 pm_counter() { counter /sys/kernel/debug/peermem/stats "$1"; }
+# pm_pinned: the pins peermem holds now and the bytes they pin ("PINS BYTES").
+pm_pinned() { echo "$(pm_counter pins_now) $(pm_counter bytes_pinned_now)"; }
 if have_kunit; then
     load peermem_test_persistent
     unload peermem_test_persistent
@@ -94,20 +96,25 @@ check $S doctor_warns_in_callback_mode expect_output "WARN  pin-mode" /peermem/p
 check $S callback_mode_in_sysfs equals 0 cat /sys/module/peermem/parameters/persistent_api_support
 # An invalidated registration frees its SG list at release, although the core zeroed
 # its sg_table when it was invalidated (docs/abi.md 2.5): peermem frees from its own
-# record. sg_lists_now counts the SG lists peermem built and has not freed.
+# record. sg_lists_now counts the SG lists peermem built and has not freed; pins_now
+# and bytes_pinned_now the pins it holds, until the registration's release lets go of
+# the pin its callback freed.
 # invalidated_then_deregistered SUITE: a registration whose buffer is freed, then
-# deregistered, with SUITE's checks of the invalidation and of the SG list.
+# deregistered, with SUITE's checks of the invalidation, of the SG list and of the pin.
 invalidated_then_deregistered() {
+    pinned=$(pm_pinned)
     echo "alloc 2097152" > $nvctl
     va=$(awk '{ print $2 }' $nvctl)
     echo "reg $va 2097152" > $corectl
     id=$(awk '$1 == "id" { print $2 }' $corectl)
     check $1 sg_list_counted equals 1 pm_counter sg_lists_now
+    check $1 pin_counted equals "$((${pinned% *} + 1)) $((${pinned#* } + 2097152))" pm_pinned
     inv=$(pm_counter invalidations)
     echo "free $va" > $nvctl
     check $1 freed_memory_invalidates_the_registration equals $((inv + 1)) pm_counter invalidations
     echo "dereg $id" > $corectl
     check $1 invalidated_registration_frees_its_sg_list equals 0 pm_counter sg_lists_now
+    check $1 invalidated_registration_unpins equals "$pinned" pm_pinned
     echo exit > $nvctl
 }
 invalidated_then_deregistered $S
