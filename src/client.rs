@@ -10,11 +10,13 @@
 //! registration and no users list. See docs/pin-state-machine.md for the states and
 //! the lock order.
 //!
-//! This file holds the client and its answers to the core's callbacks (`PeerClient`).
-//! The files below it: `user` (one registration and its invalidation), `callback` and
-//! `persistent` (the two modes: how a registration gets its pin, and what the pin's
-//! record holds; a callback pin's record lists the registrations it serves and is its
-//! free handler), `sg` (the SG list of a registration). Tests: the KUnit suite `peermem_sg` (`client/sg.rs`); the
+//! This file holds the client and its answers to the core's callbacks (`PeerClient`),
+//! through what a registration of either mode offers (`Registration`). The files below
+//! it: `callback` (callback mode: how a registration finds or makes its pin, and the
+//! pin's record, which lists the registrations it serves and is its free handler),
+//! `user` (a callback registration and its invalidation, and what a registration of
+//! either mode keeps of its mapping), `persistent` (persistent mode: a registration and
+//! its pin in one record), `sg` (the SG list of a registration). Tests: the KUnit suite `peermem_sg` (`client/sg.rs`); the
 //! client's behaviour against the fakes is tested by the suites in `tests/client`
 //! (peermem_client_<mode>, peermem_model_<mode>, peermem_faults) and the plan's
 //! scenarios (docs/testing.md).
@@ -41,12 +43,12 @@ use kernel::{
 
 use crate::{
     compat,
+    device::PciFunction,
     nv_p2p::{
-        GpuPin,
+        DmaMapping,
         NvP2p,
         PinContext,
-        PinError,
-        PinRecord, //
+        PinError, //
     },
     peer_mem::{
         ClientKind,
@@ -58,6 +60,7 @@ use crate::{
         SgList, //
     },
     range::{
+        GpuRange,
         Span,
         GPU_PAGE_SIZE, //
     },
@@ -82,19 +85,17 @@ mod sg;
 mod user;
 
 pub(crate) use callback::Callback;
+use callback::CallbackPin;
 pub(crate) use persistent::Persistent;
+use persistent::PersistentUser;
 use sg::sg_entries;
-use user::User;
+use user::Mapped;
 
-/// A pin of a client of mode `M`: one owner handle of the driver pin, whose record is
-/// the mode's.
-pub(crate) type Pin<M> = GpuPin<<M as Mode>::Record>;
-
-/// How a client pins, fixed in its type: what its pins' records hold, how a
+/// How a client pins, fixed in its type: what its registrations hold, how a
 /// registration gets its pin, and where registrations are listed.
 pub(crate) trait Mode: Sized + Send + Sync + 'static {
-    /// What the client keeps in each of its pins' records.
-    type Record: PinRecord;
+    /// A registration of this mode (the core's client context).
+    type User: Registration;
 
     /// The mode's name in the `pins` file.
     const NAME: &'static str;
@@ -108,27 +109,58 @@ pub(crate) trait Mode: Sized + Send + Sync + 'static {
 
     /// Takes `user` out of the list `claim` put it in, at its release; its pin is
     /// unlinked when it was its last registration.
-    fn detach(c: &ClientShared, user: &User<Self>);
+    fn detach(c: &ClientShared, user: &Self::User);
+}
 
-    /// Records the core's context of `user` (in `get_pages`); `false` if the pin's
-    /// memory is being freed.
-    fn record_context(pin: &Pin<Self>, user: &User<Self>, core_context: u64) -> bool;
+/// A registration of either mode, as the client's callbacks use it. A trait because
+/// the modes keep different records: a callback registration shares its pin with the
+/// others it covers and can be invalidated (`User`); a persistent one is its pin's one
+/// owner, in one record with it (`PersistentUser`).
+pub(crate) trait Registration: Send + Sync + Sized + 'static {
+    /// A registration of `span` claimed without a pin, to report `err` from
+    /// `get_pages` (the refusal rules, docs/refusals.md).
+    fn failed(span: Span, err: Error) -> Result<Arc<Self>>;
 
-    /// How many registrations use `pin` (the `pins` file).
-    fn users(pin: &Pin<Self>) -> usize;
+    /// The registered bytes, as the application gave them.
+    fn span(&self) -> Span;
+
+    /// The range its pin pins, or the error it was claimed with.
+    fn pin_range(&self) -> Result<GpuRange, Error>;
+
+    /// Records the core's context (in `get_pages`); `false` if the pin's memory is
+    /// being freed; the error it was claimed with, if it has no pin.
+    fn record_context(&self, core_context: u64) -> Result<bool, Error>;
+
+    /// Maps its pin for `peer`, handing the DMA addresses to `build` (the pin's
+    /// `dma_map`).
+    fn dma_map<R>(
+        &self,
+        peer: &PciFunction<'_>,
+        build: impl FnOnce(&[u64]) -> Result<R, MapError>,
+    ) -> Result<(DmaMapping, R), MapError>;
+
+    /// Installs the mapping and SG list `dma_map` made (`Maps::install`).
+    fn install(&self, c: &ClientShared, mapping: DmaMapping, sg: InstalledSg) -> Mapped;
+
+    /// Takes the mapping out for the core's `dma_unmap` or `put_pages` of its table
+    /// `sg`, with the SG list when it is the one installed there (`Maps::take_for`).
+    fn take_mapped(&self, sg: &SgHead) -> Mapped;
+
+    /// Undoes what was taken out, through its pin ([`Mapped::undo`]).
+    fn undo(&self, c: &ClientShared, mapped: Mapped);
+
+    /// Its release: takes the mapping and SG list out, for [`Registration::undo`].
+    fn release(&self, c: &ClientShared) -> Mapped;
 }
 
 /// What a claim of a range by a client of mode `M` came to, where this module could
 /// allocate what it needed.
 pub(crate) enum Claim<M: Mode> {
     /// A registration, listed where its release finds it.
-    Claimed(Arc<User<M>>),
+    Claimed(Arc<M::User>),
     /// No pin to register on: pinning failed, or the pin's memory was being freed.
     PinFailed(PinError),
 }
-
-/// A callback pin, as the registry holds it.
-type CallbackPin = Pin<Callback>;
 
 /// This module's live pins: callback pins in the registry, where registrations they
 /// cover find them; persistent pins, which are never shared, only listed, through the
@@ -137,10 +169,10 @@ type CallbackPin = Pin<Callback>;
 pub(crate) struct Pins {
     #[pin]
     registry: Registry<CallbackPin>,
-    /// The registrations of persistent pins: one each. A mutex, as the registry's: the
+    /// The persistent registrations, each with its pin. A mutex, as the registry's: the
     /// `pins` file is written under it, however long the list.
     #[pin]
-    persistent: Mutex<List<User<Persistent>>>,
+    persistent: Mutex<List<PersistentUser>>,
 }
 
 impl Pins {
@@ -169,22 +201,19 @@ impl Pins {
         let mut res = Ok(());
         self.registry.for_each(|key, pin| {
             if res.is_ok() {
-                res = describe::<Callback>(key.id(), pin, salt, f);
+                res = describe(key.id(), pin, salt, f);
             }
         });
         res?;
         for user in self.persistent.lock().iter() {
-            if let Ok(pin) = user.pin() {
-                describe::<Persistent>(pin.handler().id, pin, salt, f)?;
-            }
+            user.describe(f)?;
         }
         Ok(())
     }
 }
 
-/// Writes the line of `pin`, of a client of mode `M`, numbered `id`, in the debugfs
-/// `pins` file.
-fn describe<M: Mode>(id: u64, pin: &Pin<M>, salt: u64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+/// Writes the line of callback pin `pin`, numbered `id`, in the debugfs `pins` file.
+fn describe(id: u64, pin: &CallbackPin, salt: u64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let r = pin.range();
     let space = pin.identity().space;
     writeln!(
@@ -192,11 +221,11 @@ fn describe<M: Mode>(id: u64, pin: &Pin<M>, salt: u64, f: &mut fmt::Formatter<'_
         "{} {} {} {:#x} {:#x} {} {} {} {:016x}",
         id,
         space.tgid,
-        M::NAME,
+        Callback::NAME,
         r.start(),
         r.end(),
         r.len(),
-        M::users(pin),
+        pin.handler().count(),
         if pin.is_freed() { "freed" } else { "live" },
         space.display_id(salt)
     )
@@ -273,7 +302,7 @@ impl<M: Mode> Client<M> {
     /// What a failed pin means for a registration in acquire (the refusal rules,
     /// docs/refusals.md): `None` passes the range to the next client, `Some` claims it
     /// with a user whose `get_pages` reports the error to the application.
-    fn pin_failed(&self, span: Span, e: PinError) -> Result<Option<Arc<User<M>>>> {
+    fn pin_failed(&self, span: Span, e: PinError) -> Result<Option<Arc<M::User>>> {
         let c = &self.shared;
         if e == PinError::Driver(EINVAL) {
             // The driver's "not a pinnable range of this process": not ours, and not
@@ -286,10 +315,10 @@ impl<M: Mode> Client<M> {
             // Counted and logged, then "not mine", as nvidia-peermem answers.
             return Ok(None);
         }
-        Ok(Some(User::new(span, Err(err))?.into_arc()))
+        Ok(Some(M::User::failed(span, err)?))
     }
 
-    fn claim(&self, span: Span) -> Result<Option<Arc<User<M>>>> {
+    fn claim(&self, span: Span) -> Result<Option<Arc<M::User>>> {
         // The calling process's address space, read once for the whole claim.
         let claim = space::with_current(|space| {
             // A kernel thread (no address space): not a process's GPU memory.
@@ -306,9 +335,9 @@ impl<M: Mode> Client<M> {
 /// The core's callbacks on a registration: acquire, get_pages, dma_map, dma_unmap,
 /// put_pages, release.
 impl<M: Mode> PeerClient for Client<M> {
-    type Context = Arc<User<M>>;
+    type Context = Arc<M::User>;
 
-    fn acquire(&self, addr: u64, size: u64) -> Result<Option<Arc<User<M>>>> {
+    fn acquire(&self, addr: u64, size: u64) -> Result<Option<Arc<M::User>>> {
         let span = match Span::covering(addr, size) {
             Ok(s) => s,
             Err(_) => {
@@ -322,31 +351,33 @@ impl<M: Mode> PeerClient for Client<M> {
             .claim(span)
             .map_err(|e| self.shared.stats.refuse(Refusal::NoMemory, addr, size, e))?;
         if user.is_some() {
-            // The user holds a module reference until it is gone (`User::_module`).
+            // The registration holds a module reference until it is gone.
             self.shared.stats.registrations.fetch_add(1, Relaxed);
         }
         Ok(user)
     }
 
-    fn get_pages(&self, user: ArcBorrow<'_, User<M>>, _write: bool, core_context: u64) -> Result {
-        if !M::record_context(user.pin()?, &user, core_context) {
+    fn get_pages(&self, user: ArcBorrow<'_, M::User>, _write: bool, core_context: u64) -> Result {
+        if !user.record_context(core_context)? {
+            let span = user.span();
             return Err(self
                 .shared
                 .stats
-                .refuse(Refusal::Freed, user.addr(), user.len(), EFAULT));
+                .refuse(Refusal::Freed, span.addr(), span.len(), EFAULT));
         }
         Ok(())
     }
 
-    fn dma_map(&self, user: ArcBorrow<'_, User<M>>, sg: SgHead, dev: DmaDevice<'_>) -> Result<u32> {
+    fn dma_map(&self, user: ArcBorrow<'_, M::User>, sg: SgHead, dev: DmaDevice<'_>) -> Result<u32> {
         let stats = &self.shared.stats;
-        let refuse = |why, e| stats.refuse(why, user.addr(), user.len(), e);
+        let span = user.span();
+        let refuse = |why, e| stats.refuse(why, span.addr(), span.len(), e);
         let peer = dev
             .pci_function()
             .ok_or_else(|| refuse(Refusal::NotPci, compat::eopnotsupp()))?;
-        let pin = user.pin()?;
+        let pin_range = user.pin_range()?;
         let max_seg = u64::from(peer.max_segment_size());
-        let (pin_range, range) = (pin.range(), user.range());
+        let range = span.range();
         // The SG list is built from the driver's addresses in place, sized once (one
         // allocation up to a page of entries; chained beyond).
         let build = |addrs: &[u64]| {
@@ -355,7 +386,7 @@ impl<M: Mode> PeerClient for Client<M> {
                 sg_entries(addrs, pin_range, range, max_seg).map_err(|_| MapError::Uncovered)?;
             SgList::new(entries).map_err(MapError::Sg)
         };
-        let (mapping, list) = pin
+        let (mapping, list) = user
             .dma_map(&peer, build)
             .map_err(|e| refuse(Refusal::of_map_error(e), Error::from(e)))?;
         // Built apart and installed only on success: on failure the core's table is
@@ -366,28 +397,29 @@ impl<M: Mode> PeerClient for Client<M> {
         Ok(n)
     }
 
-    fn dma_unmap(&self, user: ArcBorrow<'_, User<M>>, sg: SgHead) {
+    fn dma_unmap(&self, user: ArcBorrow<'_, M::User>, sg: SgHead) {
         // The plain client's unmap runs nested in its invalidation: nothing here waits
         // for one.
         user.undo(&self.shared, user.take_mapped(&sg));
     }
 
-    fn put_pages(&self, user: ArcBorrow<'_, User<M>>, sg: SgHead) {
+    fn put_pages(&self, user: ArcBorrow<'_, M::User>, sg: SgHead) {
         // Same teardown as dma_unmap: after a failed dma_map it finds nothing to do.
         self.dma_unmap(user, sg);
     }
 
-    fn page_size(&self, _user: ArcBorrow<'_, User<M>>) -> u64 {
+    fn page_size(&self, _user: ArcBorrow<'_, M::User>) -> u64 {
         GPU_PAGE_SIZE
     }
 
-    fn release(&self, user: Arc<User<M>>) {
+    fn release(&self, user: Arc<M::User>) {
         user.undo(&self.shared, user.release(&self.shared));
         M::detach(&self.shared, &user);
         self.shared.stats.releases.fetch_add(1, Relaxed);
-        // The core's reference is the last (the users list let go of its own in
-        // `detach`, unless a free callback still walks it): dropping it drops the
-        // registration's pin handle, and the last owner unpins, outside every lock of
-        // the registration.
+        // The core's reference is the last (the list let go of its own in `detach`,
+        // unless a free callback still walks a callback pin's users): dropping it drops
+        // the registration's pin (a persistent registration's own, or its handle of a
+        // callback pin, whose last owner unpins), outside every lock of the
+        // registration.
     }
 }

@@ -4,17 +4,19 @@
 //!
 //! Everything above this module sees GPU pins as owned handles:
 //!
-//! - [`GpuPin`]: a pinned 64 KiB-aligned range, owned by every clone of the handle. A
-//!   callback pin runs a [`FreeHandler`] when the owning process frees the memory; a
-//!   persistent pin keeps the memory alive. Either kind's owners keep their data in
-//!   the pin's record ([`PinRecord`]). Dropping the last clone unpins (unless a free
-//!   callback already tore it down). Whoever pins is the pins' [`PinContext`]: the
-//!   record refers to it, and a pin reports to it when it is made and when its last
-//!   clone is dropped, so the counters live with the caller, above this layer.
-//! - [`DmaMapping`]: a live DMA mapping of the range for one PCI peer; its addresses
-//!   are read in place, while the map call is counted in flight, by the builder
-//!   [`GpuPin::dma_map`] hands them to. It is given back through [`GpuPin::unmap`];
-//!   one never given back is unmapped by the pin's last owner before the put.
+//! - [`GpuPin`]: a callback pin of a 64 KiB-aligned range, owned by every clone of the
+//!   handle: it runs a [`FreeHandler`] when the owning process frees the memory, and
+//!   its owners keep their data in the pin's record ([`PinRecord`]). Dropping the last
+//!   clone unpins (unless a free callback already tore it down).
+//! - [`PersistentPin`]: a persistent pin with one owner, which keeps the memory alive
+//!   until it is dropped (which puts it): no callback, so no shared record or state.
+//! - Whoever pins is the pins' [`PinContext`]: a pin refers to it, and reports to it
+//!   when it is made and let go of, so the counters live with the caller, above this
+//!   layer.
+//! - [`DmaMapping`]: a live DMA mapping of a pin's range for one PCI peer; its
+//!   addresses are read in place, while the map call lasts, by the builder the pin's
+//!   `dma_map` hands them to. It is given back through its pin's `unmap`; one a callback
+//!   pin's owners never gave back is unmapped by its last owner before the put.
 //!
 //! The driver's rules that make this hard are enforced here, once:
 //!
@@ -37,18 +39,21 @@
 //!
 //! Files, each importing only those before it: `error` (why a pin or a DMA mapping
 //! failed, and the check of the header page tables and DMA mappings share), `state` (a
-//! pin's state machine under its lock: every transition, the DMA mappings it records,
-//! the driver's reference on it), `driver` (the driver handle: nvidia.ko's functions,
-//! resolved at load, and the put of a table by its kind), `pin` (the pin's record and the handler traits, the guard of a driver call in
-//! flight, making a pin, its handle, the last owner's put, the free callback, the
-//! page-table versions read and the check of a table), `mapping` (DMA mappings, the
-//! mapping versions read and the check of a mapping). Tests: the KUnit suite
+//! callback pin's state machine under its lock: every transition, the DMA mappings it
+//! records, the driver's reference on it), `driver` (the driver handle: nvidia.ko's
+//! functions, resolved at load, and the put of a table by its kind), `pin` (a callback
+//! pin's record and the handler traits, the guard of a driver call in flight, making a
+//! pin, its handle, the last owner's put, the free callback, the page-table versions
+//! read and the check of a table), `persistent` (the persistent pin: made, and put when
+//! dropped), `mapping` (the map call, DMA mappings of both kinds of pin, the mapping
+//! versions read and the check of a mapping). Tests: the KUnit suite
 //! `peermem_nv_p2p` (`nv_p2p/tests.rs`); the client suites in `tests/client` exercise
 //! it against the fake nvidia.ko.
 
 mod driver;
 mod error;
 mod mapping;
+mod persistent;
 mod pin;
 mod state;
 #[cfg(peermem_kunit)]
@@ -57,6 +62,7 @@ mod tests;
 pub(crate) use driver::NvP2p;
 pub(crate) use error::PinError;
 pub(crate) use mapping::DmaMapping;
+pub(crate) use persistent::PersistentPin;
 // The record, named outside only by the size assertion of the client's records, which
 // production lock layouts have.
 #[cfg(not(any(CONFIG_DEBUG_LOCK_ALLOC, CONFIG_DEBUG_MUTEXES, CONFIG_DEBUG_SPINLOCK)))]

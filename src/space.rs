@@ -22,11 +22,6 @@ pub(crate) struct SpaceId {
 }
 
 impl SpaceId {
-    /// The calling process's address space; `None` for a kernel thread (no mm).
-    pub(crate) fn current() -> Option<Self> {
-        with_current(|space| space.map(|s| s.id()))
-    }
-
     /// An identifier of the address space for display: its mm address mixed with
     /// `salt` by a bijection (splitmix64), so different spaces never share one and
     /// the kernel address itself is not shown.
@@ -100,8 +95,12 @@ impl Owner {
         }
     }
 
-    /// Whether the calling process is this owner.
+    /// Whether the calling process is this owner (for a kernel thread's: whether the
+    /// caller is a kernel thread of its thread group).
     pub(crate) fn is_current(&self) -> bool {
-        SpaceId::current() == Some(self.id())
+        with_current(|space| match space {
+            Some(space) => space.id() == self.id(),
+            None => self.mm.is_none() && kernel::current!().group_leader().pid() == self.tgid,
+        })
     }
 }

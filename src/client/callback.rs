@@ -16,8 +16,7 @@ use kernel::{
             Acquire,
             Atomic,
             Full,
-            Relaxed,
-            Release, //
+            Relaxed, //
         },
         Arc,
         SpinLock, //
@@ -25,11 +24,10 @@ use kernel::{
 };
 
 use super::{
+    user::User,
     Claim,
     ClientShared,
-    Mode,
-    Pin,
-    User, //
+    Mode, //
 };
 use crate::{
     nv_p2p::{
@@ -59,7 +57,7 @@ use crate::{
 pub(crate) struct Callback;
 
 impl Mode for Callback {
-    type Record = PinUsers;
+    type User = User;
 
     const NAME: &'static str = "callback";
 
@@ -83,26 +81,19 @@ impl Mode for Callback {
         attach(c, span, pin)
     }
 
-    fn detach(c: &ClientShared, user: &User<Self>) {
+    fn detach(c: &ClientShared, user: &User) {
         if let Ok(pin) = user.pin() {
             let_go(c, pin, Some(user));
         }
     }
-
-    fn record_context(pin: &Pin<Self>, user: &User<Self>, core_context: u64) -> bool {
-        // Under the users lock, so a free callback either sees this context (and
-        // invalidates it) or has already taken the users.
-        pin.handler()
-            .while_alive(|| user.core_context.store(core_context, Release))
-    }
-
-    fn users(pin: &Pin<Self>) -> usize {
-        pin.handler().count()
-    }
 }
 
+/// A callback pin: one owner handle of the driver pin, as the registry and the
+/// registrations it covers hold it.
+pub(crate) type CallbackPin = GpuPin<PinUsers>;
+
 /// Makes a new pin findable by the registrations it covers (once, after it is made).
-fn link(c: &ClientShared, pin: &Pin<Callback>) -> Result<(), PinError> {
+fn link(c: &ClientShared, pin: &CallbackPin) -> Result<(), PinError> {
     let key = c
         .pins
         .registry
@@ -123,7 +114,7 @@ fn link(c: &ClientShared, pin: &Pin<Callback>) -> Result<(), PinError> {
 /// A registration of `span` on `pin`, listed among its users: [`Claim::PinFailed`] if
 /// the pin's memory is being freed (the registration is dropped, and the pin unlinked
 /// when nobody else uses it).
-fn attach(c: &ClientShared, span: Span, pin: Pin<Callback>) -> Result<Claim<Callback>> {
+fn attach(c: &ClientShared, span: Span, pin: CallbackPin) -> Result<Claim<Callback>> {
     let user = match User::new(span, Ok(pin.clone())) {
         Ok(user) => user,
         Err(e) => {
@@ -142,7 +133,7 @@ fn attach(c: &ClientShared, span: Span, pin: Pin<Callback>) -> Result<Claim<Call
 }
 
 /// Takes `user`, if any, out of `pin`'s users, and unlinks the pin when no user is left.
-fn let_go(c: &ClientShared, pin: &Pin<Callback>, user: Option<&User<Callback>>) {
+fn let_go(c: &ClientShared, pin: &CallbackPin, user: Option<&User>) {
     let unused = match user {
         Some(user) => pin.handler().detach(user),
         None => pin.handler().unused(),
@@ -210,7 +201,7 @@ pub(crate) struct PinUsers {
     /// itself: attaching allocates nothing, and the free callback takes the list
     /// without allocating. A spinlock: list links change without sleeping.
     #[pin]
-    users: SpinLock<List<User<Callback>>>,
+    users: SpinLock<List<User>>,
 }
 
 impl PinUsers {
@@ -229,7 +220,7 @@ impl PinUsers {
     }
 
     /// Adds `user`; [`PinError::Freed`] once the memory is being freed.
-    pub(super) fn attach(&self, user: ListArc<User<Callback>>) -> Result<(), PinError> {
+    pub(super) fn attach(&self, user: ListArc<User>) -> Result<(), PinError> {
         let mut users = self.users.lock();
         if self.dead() {
             return Err(PinError::Freed);
@@ -240,7 +231,7 @@ impl PinUsers {
     }
 
     /// Removes `user` if it is attached; whether no user is left.
-    pub(super) fn detach(&self, user: &User<Callback>) -> bool {
+    pub(super) fn detach(&self, user: &User) -> bool {
         let mut users = self.users.lock();
         if !self.dead() {
             // SAFETY: while `id` is not `UNLINKED` (read under the lock), a user is

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! One registration: its pin, DMA mapping and SG list, and its invalidation.
+//! A callback client's registration: its shared pin, DMA mapping and SG list, and its
+//! invalidation; and what a registration of either mode keeps of its mapping (`Maps`).
 
 use kernel::{
     list::{
@@ -15,21 +16,26 @@ use kernel::{
         atomic::{
             Acquire,
             Atomic,
-            Relaxed, //
+            Relaxed,
+            Release, //
         },
+        Arc,
         SpinLock, //
     }, //
 };
 
 use super::{
-    Callback,
+    callback::CallbackPin,
     ClientShared,
-    Mode,
-    Pin, //
+    Registration, //
 };
 use crate::{
+    device::PciFunction,
     glue::ModuleRef,
-    nv_p2p::DmaMapping,
+    nv_p2p::{
+        DmaMapping,
+        PinError, //
+    },
     peer_mem::{
         ClientKind,
         InstalledSg,
@@ -38,36 +44,36 @@ use crate::{
     range::{
         GpuRange,
         Span, //
-    }, //
+    },
+    stats::MapError, //
 };
 
 // A registry node holds the handle in place: one pointer, so the node fits a 64-byte
 // allocation (the assertion on a tree node in src/registry.rs).
 const _: () = assert!(
-    size_of::<Pin<Callback>>() == size_of::<usize>(),
+    size_of::<CallbackPin>() == size_of::<usize>(),
     "a pin handle must be one pointer"
 );
 
-// A pin's record with its `Arc` count fits a 128-byte allocation in either mode, with the
+// A callback pin's record with its `Arc` count fits a 128-byte allocation, with the
 // locks as production kernels lay them out (lock debugging makes every lock larger).
 #[cfg(not(any(CONFIG_DEBUG_LOCK_ALLOC, CONFIG_DEBUG_MUTEXES, CONFIG_DEBUG_SPINLOCK)))]
 const _: () = assert!(
-    size_of::<crate::nv_p2p::PinShared<<Callback as Mode>::Record>>() <= 120
-        && size_of::<crate::nv_p2p::PinShared<<super::Persistent as Mode>::Record>>() <= 120,
+    size_of::<crate::nv_p2p::PinShared<super::callback::PinUsers>>() <= 120,
     "a pin's record must fit a 128-byte allocation"
 );
 
 /// No core_context yet (`get_pages` not called).
 pub(super) const NO_CONTEXT: u64 = u64::MAX;
 
-/// One registration (the core's client context) of a client of mode `M`.
+/// One registration (the core's client context) of a callback client.
 #[pin_data]
-pub(crate) struct User<M: Mode> {
+pub(crate) struct User {
     /// The pin it uses, from acquire on; `None` for a registration claimed to report the
     /// error its pin failed with (kept in its state) from `get_pages`. Never changed,
     /// so read without a lock. Declared first, so dropped before the module reference:
     /// the last owner's put runs in this module.
-    pin: Option<Pin<M>>,
+    pin: Option<CallbackPin>,
     /// Every live registration holds the module: rmmod fails with "in use" instead
     /// of blocking in the core's unregistration (abi.md 3).
     _module: ModuleRef,
@@ -76,8 +82,7 @@ pub(crate) struct User<M: Mode> {
     pub(super) core_context: Atomic<u64>,
     #[pin]
     state: SpinLock<UserState>,
-    /// Its place among the users of its pin (`PinUsers`, callback mode), or in the list
-    /// of persistent registrations (`Pins`, persistent mode): one list at most.
+    /// Its place among the users of its pin (`PinUsers`).
     #[pin]
     links: ListLinks,
 }
@@ -86,17 +91,16 @@ pub(crate) struct User<M: Mode> {
 // production kernels lay them out (lock debugging makes every lock larger).
 #[cfg(not(any(CONFIG_DEBUG_LOCK_ALLOC, CONFIG_DEBUG_MUTEXES, CONFIG_DEBUG_SPINLOCK)))]
 const _: () = assert!(
-    size_of::<User<Callback>>() <= 88 && size_of::<User<super::Persistent>>() <= 88,
+    size_of::<User>() <= 88,
     "a registration's record must fit a 96-byte allocation"
 );
 
-// The one `ListArc` of a user is made with it and handed to its pin's users list, or to
-// the list of persistent registrations.
+// The one `ListArc` of a user is made with it and handed to its pin's users list.
 impl_list_arc_safe! {
-    impl{M: Mode} ListArcSafe<0> for User<M> { untracked; }
+    impl ListArcSafe<0> for User { untracked; }
 }
 impl_list_item! {
-    impl{M: Mode} ListItem<0> for User<M> { using ListLinks { self.links }; }
+    impl ListItem<0> for User { using ListLinks { self.links }; }
 }
 
 /// Where a registration is in its invalidation and release.
@@ -122,29 +126,100 @@ enum Stage {
 /// may call those under a region's mapping lock (after a failed `dma_map`, with the
 /// region still findable) while an invalidation waits for that lock (abi.md 2.5).
 struct UserState {
-    /// The DMA mapping of the pin made by `dma_map`, unmapped through the pin.
-    mapping: Option<DmaMapping>,
-    /// The SG list installed in the core's table: freed from this record, since the
-    /// core zeroes its table after an invalidation (abi.md 2.5). Counted in the
-    /// client's `sg_lists_now` from [`User::install`] until [`User::undo`] frees it,
-    /// the one place a list installed here is dropped: it leaves this record only in
-    /// a [`Mapped`], which goes there, and none is left when the registration goes
-    /// (its release takes it out, and the core maps no released registration).
-    sg: Option<InstalledSg>,
+    maps: Maps,
     stage: Stage,
     /// The error the registration's pin failed with (a registration without a pin).
     failed: Option<Error>,
 }
 
-/// A registration's mapping and SG list, taken out of its state to be undone
-/// ([`User::undo`], which also takes the list out of the count of installed lists).
-#[must_use = "a mapping and SG list taken out of a registration are undone by `User::undo`"]
-pub(super) struct Mapped(Option<DmaMapping>, Option<InstalledSg>);
+/// What a registration of either mode keeps of its mapping, under its state's lock:
+/// the DMA mapping of its pin made by `dma_map`, unmapped through the pin, and the SG
+/// list installed in the core's table, freed from this record, since the core zeroes
+/// its table after an invalidation (abi.md 2.5).
+///
+/// A list is counted in the client's `sg_lists_now` from [`Maps::install`] until
+/// [`Mapped::undo`] frees it, the one place a list installed here is dropped: it leaves
+/// this record only in a [`Mapped`], which goes there, and none is left when the
+/// registration goes (its release takes it out, and the core maps no released
+/// registration).
+pub(super) struct Maps {
+    mapping: Option<DmaMapping>,
+    sg: Option<InstalledSg>,
+}
 
-impl<M: Mode> User<M> {
+impl Maps {
+    /// None.
+    pub(super) fn new() -> Self {
+        Maps {
+            mapping: None,
+            sg: None,
+        }
+    }
+
+    /// Installs the mapping and SG list `dma_map` made, counting the list in client
+    /// `c`'s `sg_lists_now`. The core maps a region once; whatever an earlier call left
+    /// comes back, for the caller to undo after the lock ([`Mapped::undo`]: an unmap
+    /// may sleep).
+    pub(super) fn install(
+        &mut self,
+        c: &ClientShared,
+        mapping: DmaMapping,
+        sg: InstalledSg,
+    ) -> Mapped {
+        c.stats.sg_list_installed();
+        Mapped(self.mapping.replace(mapping), self.sg.replace(sg))
+    }
+
+    /// Takes the mapping out for the core's `dma_unmap` or `put_pages` of its table
+    /// `sg`, with the SG list when it is the one installed there.
+    pub(super) fn take_for(&mut self, sg: &SgHead) -> Mapped {
+        let ours = self
+            .sg
+            .as_ref()
+            .is_some_and(|installed| installed.is_in(sg));
+        Mapped(
+            self.mapping.take(),
+            if ours { self.sg.take() } else { None },
+        )
+    }
+
+    /// Takes both out (a release).
+    pub(super) fn take_all(&mut self) -> Mapped {
+        Mapped(self.mapping.take(), self.sg.take())
+    }
+
+    /// Takes the mapping out, leaving the SG list.
+    pub(super) fn take_mapping(&mut self) -> Option<DmaMapping> {
+        self.mapping.take()
+    }
+}
+
+/// A registration's mapping and SG list, taken out of its state to be undone
+/// ([`Mapped::undo`], which also takes the list out of the count of installed lists).
+#[must_use = "a mapping and SG list taken out of a registration are undone by `Mapped::undo`"]
+pub(crate) struct Mapped(Option<DmaMapping>, Option<InstalledSg>);
+
+impl Mapped {
+    /// Undoes a mapping and SG list taken out of a registration's state, after its
+    /// lock: unmaps the mapping with `unmap` (through the registration's pin: an unmap
+    /// may sleep), then empties the core's table and frees the list, which client `c`'s
+    /// `sg_lists_now` no longer counts.
+    pub(super) fn undo(self, c: &ClientShared, unmap: impl FnOnce(DmaMapping)) {
+        let Mapped(mapping, sg) = self;
+        if let Some(m) = mapping {
+            unmap(m);
+        }
+        if let Some(sg) = sg {
+            drop(sg);
+            c.stats.sg_list_freed();
+        }
+    }
+}
+
+impl User {
     /// A registration of `span` using `pin`, or claimed with the error its pin failed
     /// with.
-    pub(super) fn new(span: Span, pin: Result<Pin<M>, Error>) -> Result<ListArc<Self>> {
+    pub(super) fn new(span: Span, pin: Result<CallbackPin, Error>) -> Result<ListArc<Self>> {
         let (pin, failed) = match pin {
             Ok(pin) => (Some(pin), None),
             Err(e) => (None, Some(e)),
@@ -157,8 +232,7 @@ impl<M: Mode> User<M> {
                 core_context: Atomic::new(NO_CONTEXT),
                 state <- new_spinlock!(
                     UserState {
-                        mapping: None,
-                        sg: None,
+                        maps: Maps::new(),
                         stage: Stage::Live,
                         failed,
                     },
@@ -170,61 +244,11 @@ impl<M: Mode> User<M> {
         )
     }
 
-    /// The registered address, as the application gave it.
-    pub(super) fn addr(&self) -> u64 {
-        self.span.addr()
-    }
-
-    /// The registered length, as the application gave it.
-    pub(super) fn len(&self) -> u64 {
-        self.span.len()
-    }
-
-    /// The 64 KiB pages the registration covers.
-    pub(super) fn range(&self) -> GpuRange {
-        self.span.range()
-    }
-
     /// The pin the registration uses, or the error it was claimed with.
-    pub(super) fn pin(&self) -> Result<&Pin<M>, Error> {
+    pub(super) fn pin(&self) -> Result<&CallbackPin, Error> {
         match &self.pin {
             Some(pin) => Ok(pin),
             None => Err(self.state.lock().failed.unwrap_or(EFAULT)),
-        }
-    }
-
-    /// Installs the mapping and SG list `dma_map` made, counting the list in client
-    /// `c`'s `sg_lists_now`. The core maps a region once; whatever an earlier call left
-    /// comes back, for the caller to undo after the lock ([`User::undo`]: an unmap may
-    /// sleep).
-    pub(super) fn install(&self, c: &ClientShared, mapping: DmaMapping, sg: InstalledSg) -> Mapped {
-        // Counted before it can be taken out (under the lock), and so uncounted.
-        c.stats.sg_list_installed();
-        let mut st = self.state.lock();
-        Mapped(st.mapping.replace(mapping), st.sg.replace(sg))
-    }
-
-    /// Takes the mapping out for the core's `dma_unmap` or `put_pages` of its table
-    /// `sg`, with the SG list when it is the one installed there, for the caller to undo
-    /// ([`User::undo`]). Never waits for an invalidation (see `UserState`): the state
-    /// lock alone decides which of this and an INVALIDATE_UNMAPS invalidation drops the
-    /// mapping.
-    pub(super) fn take_mapped(&self, sg: &SgHead) -> Mapped {
-        let mut st = self.state.lock();
-        let ours = st.sg.as_ref().is_some_and(|installed| installed.is_in(sg));
-        Mapped(st.mapping.take(), if ours { st.sg.take() } else { None })
-    }
-
-    /// Undoes a mapping and SG list taken out of the state, after its lock: unmaps
-    /// through the pin (an unmap may sleep), then empties the core's table and frees
-    /// the list, which client `c`'s `sg_lists_now` no longer counts.
-    pub(super) fn undo(&self, c: &ClientShared, Mapped(mapping, sg): Mapped) {
-        if let (Some(m), Some(pin)) = (mapping, &self.pin) {
-            pin.unmap(m);
-        }
-        if let Some(sg) = sg {
-            drop(sg);
-            c.stats.sg_list_freed();
         }
     }
 
@@ -263,8 +287,10 @@ impl<M: Mode> User<M> {
             // the race, the core still restores its trimmed entries and unmaps.
             // Taken under the state lock, so that exactly one of this and the core's
             // dma_unmap drops it; dropped before release may go on.
-            let mapping = self.state.lock().mapping.take();
-            self.undo(c, Mapped(mapping, None));
+            let mapping = self.state.lock().maps.take_mapping();
+            if let (Some(m), Some(pin)) = (mapping, &self.pin) {
+                pin.unmap(m);
+            }
         }
         let mut st = self.state.lock();
         let waits = st.stage
@@ -276,11 +302,62 @@ impl<M: Mode> User<M> {
             c.released.notify_all();
         }
     }
+}
+
+impl Registration for User {
+    fn failed(span: Span, err: Error) -> Result<Arc<Self>> {
+        Ok(User::new(span, Err(err))?.into_arc())
+    }
+
+    fn span(&self) -> Span {
+        self.span
+    }
+
+    fn pin_range(&self) -> Result<GpuRange, Error> {
+        Ok(self.pin()?.range())
+    }
+
+    fn record_context(&self, core_context: u64) -> Result<bool, Error> {
+        // Under the users lock, so a free callback either sees this context (and
+        // invalidates it) or has already taken the users.
+        Ok(self
+            .pin()?
+            .handler()
+            .while_alive(|| self.core_context.store(core_context, Release)))
+    }
+
+    fn dma_map<R>(
+        &self,
+        peer: &PciFunction<'_>,
+        build: impl FnOnce(&[u64]) -> Result<R, MapError>,
+    ) -> Result<(DmaMapping, R), MapError> {
+        // Without a pin the core never maps (its get_pages failed): as freed.
+        let pin = self.pin().map_err(|_| MapError::Pin(PinError::Freed))?;
+        pin.dma_map(peer, build)
+    }
+
+    fn install(&self, c: &ClientShared, mapping: DmaMapping, sg: InstalledSg) -> Mapped {
+        self.state.lock().maps.install(c, mapping, sg)
+    }
+
+    /// Never waits for an invalidation (see `UserState`): the state lock alone decides
+    /// which of this and an INVALIDATE_UNMAPS invalidation drops the mapping.
+    fn take_mapped(&self, sg: &SgHead) -> Mapped {
+        self.state.lock().maps.take_for(sg)
+    }
+
+    fn undo(&self, c: &ClientShared, mapped: Mapped) {
+        mapped.undo(c, |m| {
+            if let Some(pin) = &self.pin {
+                pin.unmap(m);
+            }
+        });
+    }
 
     /// Marks the registration released (no invalidation starts after), waits for an
-    /// invalidation in progress to return, and takes the mapping and SG list out for the
-    /// caller to undo ([`User::undo`]): one lock round.
-    pub(super) fn release(&self, c: &ClientShared) -> Mapped {
+    /// invalidation in progress to return, and takes the mapping and SG list out: one
+    /// lock round.
+    fn release(&self, c: &ClientShared) -> Mapped {
         let mut st = self.state.lock();
         while let Stage::Invalidating { .. } = st.stage {
             st.stage = Stage::Invalidating {
@@ -289,6 +366,6 @@ impl<M: Mode> User<M> {
             c.released.wait(&mut st);
         }
         st.stage = Stage::Released;
-        Mapped(st.mapping.take(), st.sg.take())
+        st.maps.take_all()
     }
 }

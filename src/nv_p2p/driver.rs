@@ -16,7 +16,6 @@ use kernel::{
     }, //
 };
 
-use super::state::PinKind;
 use crate::{
     bindings,
     glue::{
@@ -63,6 +62,19 @@ pub(super) type GetPagesPersistentFn =
 /// `nvidia_p2p_put_pages_persistent`.
 pub(super) type PutPagesPersistentFn =
     unsafe extern "C" fn(u64, *mut bindings::nvidia_p2p_page_table, u32) -> c_int;
+
+/// How a pin was made, and so how it is put.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum PinKind {
+    /// `get_pages` with a free callback; unpinned with `put_pages`.
+    Callback,
+    /// The persistent pair; unpinned with the pair's `put` (made only where the driver
+    /// has the pair: `NvP2p::pin_persistent`).
+    Persistent,
+    /// `get_pages` with a NULL callback (drivers before 535.14); unpinned with
+    /// `put_pages`.
+    LegacyPersistent,
+}
 
 /// The persistent pair, present together on drivers from 535.14 / 525.105.17.
 #[derive(Clone, Copy)]
@@ -135,6 +147,16 @@ impl NvP2p {
     /// Whether the driver has the persistent pair (535.14 / 525.105.17 and later).
     pub(crate) fn has_persistent_api(&self) -> bool {
         self.persistent.is_some()
+    }
+
+    /// How this driver makes a persistent pin: with the pair where it has it, else
+    /// with `get_pages` and no callback.
+    pub(super) fn persistent_kind(&self) -> PinKind {
+        if self.persistent.is_some() {
+            PinKind::Persistent
+        } else {
+            PinKind::LegacyPersistent
+        }
     }
 
     /// Unpins `table` with the put function of its kind.

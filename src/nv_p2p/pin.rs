@@ -22,14 +22,16 @@ use kernel::{
 };
 
 use super::{
-    driver::NvP2p,
+    driver::{
+        NvP2p,
+        PinKind, //
+    },
     error::{
         BadAnswer,
         Header,
         PinError, //
     },
     state::{
-        PinKind,
         PinState,
         PutToken, //
     }, //
@@ -123,7 +125,6 @@ impl<T: PinRecord> PinShared<T> {
         ctx: Arc<T::Context>,
         range: GpuRange,
         owner: Owner,
-        kind: PinKind,
         handler: impl PinInit<T>,
     ) -> impl PinInit<Self> {
         pin_init!(Self {
@@ -131,7 +132,7 @@ impl<T: PinRecord> PinShared<T> {
             range,
             owner,
             owners: Refcount::new(1),
-            state <- new_spinlock!(PinState::new(kind), "peermem_pin_state"),
+            state <- new_spinlock!(PinState::new(), "peermem_pin_state"),
             handler <- handler,
         })
     }
@@ -206,7 +207,7 @@ impl<T: PinRecord> PinShared<T> {
             // pin of the token's kind, and no callback had started when the put began
             // (type invariant of `PutToken`); no driver call is in flight on it, and
             // none starts any more.
-            unsafe { self.nv().raw_put(token.kind(), self.range, table) };
+            unsafe { self.nv().raw_put(PinKind::Callback, self.range, table) };
         }
         let data = self.state.lock().finish_put();
         drop(data);
@@ -340,7 +341,7 @@ impl NvP2p {
         handler: impl PinInit<T>,
     ) -> Result<GpuPin<T>, PinError> {
         let shared = Arc::pin_init(
-            PinShared::new(ctx.clone(), range, owner, PinKind::Callback, handler),
+            PinShared::new(ctx.clone(), range, owner, handler),
             GFP_KERNEL,
         )
         .map_err(|_| PinError::NoMemory)?;
@@ -373,58 +374,6 @@ impl NvP2p {
             drop(data);
             return Err(PinError::Driver(e));
         }
-        shared.adopt_table(table)?;
-        Ok(GpuPin::counted(shared))
-    }
-
-    /// Pins `range` for `ctx` persistently: the memory stays allocated until the pin is
-    /// dropped, even if the process frees it. Uses the persistent pair where the driver
-    /// has it, else `get_pages` with a NULL callback (drivers before 535.14, docs/abi.md
-    /// 1.1). There is no free callback: `handler` is only kept in the record. `owner` is
-    /// the calling process.
-    pub(crate) fn pin_persistent<T: PinRecord>(
-        ctx: &Arc<T::Context>,
-        range: GpuRange,
-        owner: Owner,
-        handler: impl PinInit<T>,
-    ) -> Result<GpuPin<T>, PinError> {
-        let nv = ctx.nv();
-        let (kind, ret, table) = {
-            let mut table = core::ptr::null_mut();
-            if let Some(api) = nv.persistent {
-                // SAFETY: `api.get` is nvidia_p2p_get_pages_persistent (type invariant);
-                // `table` is a valid out-pointer; flags 0 is the default.
-                let ret = unsafe { (api.get)(range.start(), range.len(), &mut table, 0) };
-                (PinKind::Persistent, ret, table)
-            } else {
-                let get = nv.get_pages;
-                // SAFETY: `get` is nvidia_p2p_get_pages (type invariant); without a
-                // callback the driver never uses `data`.
-                let ret = unsafe {
-                    get(
-                        0,
-                        0,
-                        range.start(),
-                        range.len(),
-                        &mut table,
-                        None,
-                        core::ptr::null_mut(),
-                    )
-                };
-                (PinKind::LegacyPersistent, ret, table)
-            }
-        };
-        driver_result(ret).map_err(PinError::Driver)?;
-        let init = PinShared::new(ctx.clone(), range, owner, kind, handler);
-        let shared = match Arc::pin_init(init, GFP_KERNEL) {
-            Ok(s) => s,
-            Err(_) => {
-                // SAFETY: `table` was just handed out for `range` by the call above and
-                // nothing else refers to it.
-                unsafe { nv.raw_put(kind, range, table) };
-                return Err(PinError::NoMemory);
-            }
-        };
         shared.adopt_table(table)?;
         Ok(GpuPin::counted(shared))
     }
@@ -511,7 +460,7 @@ impl<T: PinRecord> GpuPin<T> {
                 }
                 return;
             }
-            if st.kind() == PinKind::Callback && !s.owned_by_current() {
+            if !s.owned_by_current() {
                 // Outside the owning process nvidia.ko would not find the pin and
                 // answer 0, keeping it and its callback (abi.md 1.4b). Leave it to
                 // that callback: the driver keeps its `data` reference, and the module

@@ -71,39 +71,20 @@ fn current_thread() -> Option<NonZeroI32> {
     NonZeroI32::new(kernel::current!().pid())
 }
 
-/// How a pin was made, and so how it is put.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum PinKind {
-    /// `get_pages` with a free callback; unpinned with `put_pages`.
-    Callback,
-    /// The persistent pair; unpinned with the pair's `put` (made only where the driver
-    /// has the pair: `NvP2p::pin_persistent`).
-    Persistent,
-    /// `get_pages` with a NULL callback (drivers before 535.14); unpinned with
-    /// `put_pages`.
-    LegacyPersistent,
-}
-
 /// A put begun: the pin went from `Live` to `Putting`, and this is what the put call
 /// needs. [`PinShared::put`](super::pin::PinShared::put) ends the put, and takes it.
 ///
 /// # Invariants
 ///
-/// `table` is null or a table the driver handed out for the pin with a pin of `kind`;
+/// `table` is null or the table the driver handed out for the (callback) pin;
 /// when the put began the pin was live (no callback had started), and no driver call
 /// starts on the table after.
 #[must_use = "a put begun is ended by PinShared::put"]
 pub(super) struct PutToken {
-    kind: PinKind,
     table: RawTable,
 }
 
 impl PutToken {
-    /// How the pin was made, and so how it is put.
-    pub(super) fn kind(&self) -> PinKind {
-        self.kind
-    }
-
     /// The table to put, if the pin has one.
     pub(super) fn table(&self) -> Option<*mut bindings::nvidia_p2p_page_table> {
         (!self.table.0.is_null()).then_some(self.table.0)
@@ -148,29 +129,21 @@ pub(super) struct PinState<R> {
     phase: Phase,
     mappings: Mappings,
     in_flight: u32,
-    /// How the pin was made (and so is put); never changes.
-    kind: PinKind,
     /// The driver's reference on the record (a callback pin's, until given back).
     data: Option<Arc<R>>,
 }
 
 impl<R> PinState<R> {
-    /// The state of a pin of `kind` just asked of the driver: live, with no table,
-    /// mapping, call or callback yet.
-    pub(super) fn new(kind: PinKind) -> Self {
+    /// The state of a pin just asked of the driver: live, with no table, mapping, call
+    /// or callback yet.
+    pub(super) fn new() -> Self {
         // INVARIANT: no table, mapping, call or data.
         PinState {
             phase: Phase::Live { table: Raw::null() },
             mappings: Mappings::new(),
             in_flight: 0,
-            kind,
             data: None,
         }
-    }
-
-    /// How the pin was made.
-    pub(super) fn kind(&self) -> PinKind {
-        self.kind
     }
 
     /// Whether a free callback has started: the memory is gone.
@@ -220,10 +193,7 @@ impl<R> PinState<R> {
         };
         // INVARIANT: the pin was live, its table (if any) the driver's for it; no call
         // starts on it once `Putting`.
-        Some(PutToken {
-            kind: self.kind,
-            table,
-        })
+        Some(PutToken { table })
     }
 
     /// Starts the put of a live pin whose table `table`, just handed out by the
@@ -234,7 +204,7 @@ impl<R> PinState<R> {
         table: *mut bindings::nvidia_p2p_page_table,
     ) -> Option<PutToken> {
         let mut token = self.start_put()?;
-        // INVARIANT: the driver handed `table` out for this pin, of its kind; nothing
+        // INVARIANT: the driver handed `table` out for this pin; nothing
         // was started on it.
         token.table = Raw(table);
         Some(token)
@@ -407,11 +377,11 @@ impl<R> PinState<R> {
 #[cfg(peermem_kunit)]
 impl<R> PinState<R> {
     /// A state in `phase`, with `data` as the driver's reference.
-    pub(super) fn in_phase(phase: Phase, kind: PinKind, data: Option<Arc<R>>) -> Self {
+    pub(super) fn in_phase(phase: Phase, data: Option<Arc<R>>) -> Self {
         PinState {
             phase,
             data,
-            ..PinState::new(kind)
+            ..PinState::new()
         }
     }
 

@@ -28,7 +28,6 @@ use super::{
     },
     state::{
         Phase,
-        PinKind,
         PinState,
         Raw, //
     },
@@ -42,7 +41,10 @@ use crate::{
         MissingSymbol,
         ModuleRef, //
     },
-    range::GpuRange,
+    range::{
+        GpuRange,
+        Span, //
+    },
     space::Owner, //
 };
 
@@ -300,18 +302,19 @@ mod suite {
             GFP_KERNEL,
         )?)?;
         let range = GpuRange::aligned(0x7f00_0000_0000, 0x1_0000).ok_or(EINVAL)?;
+        let span = Span::covering(range.start(), range.len()).map_err(|_| EINVAL)?;
         // Success without a table: EIO, nothing to put.
         MODE.store(0, Relaxed);
         let puts = PUTS.load(Relaxed);
         assert_eq!(
-            NvP2p::pin_persistent(&nv, range, Owner::kernel_thread(), NoCallback).err(),
+            NvP2p::pin_persistent(&nv, span).err(),
             Some(PinError::BadAnswer)
         );
         assert_eq!(PUTS.load(Relaxed), puts);
         // A table of an unknown version: EIO, and the pin is given back.
         MODE.store(1, Relaxed);
         assert_eq!(
-            NvP2p::pin_persistent(&nv, range, Owner::kernel_thread(), NoCallback).err(),
+            NvP2p::pin_persistent(&nv, span).err(),
             Some(PinError::BadAnswer)
         );
         assert_eq!(PUTS.load(Relaxed), puts + 1);
@@ -325,16 +328,9 @@ mod suite {
         Ok(())
     }
 
-    /// A persistent pin's record, with nothing in it.
-    struct Plain;
-
-    impl PinRecord for Plain {
-        type Context = Counting;
-    }
-
-    /// A stub driver with the persistent pair, whose get hands out a good one-page
-    /// table (until the test clears `GOOD_TABLE`), and the range it pins.
-    fn persistent_stub() -> Result<(Arc<Counting>, GpuRange, KBox<Table>)> {
+    /// A stub driver with the persistent pair, whose gets (both) hand out a good
+    /// one-page table (until the test clears `GOOD_TABLE`), and the range it pins.
+    fn good_stub() -> Result<(Arc<Counting>, GpuRange, KBox<Table>)> {
         let nv = Counting::new(Arc::pin_init(
             NvP2p::new(&stub_driver(true)).map_err(|_| EINVAL)?,
             GFP_KERNEL,
@@ -348,10 +344,10 @@ mod suite {
 
     #[test]
     fn a_shared_pin_is_put_once_when_its_last_owner_lets_go() -> Result {
-        let (nv, range, t) = persistent_stub()?;
+        let (nv, range, t) = good_stub()?;
         let puts = PUTS.load(Relaxed);
-        let pin = NvP2p::pin_persistent(&nv, range, Owner::kernel_thread(), Plain)
-            .map_err(Error::from)?;
+        let pin =
+            NvP2p::pin(&nv, range, Owner::kernel_thread(), NoCallback).map_err(Error::from)?;
         // Counted once, by the pin's context.
         let made = (1, 1, range.len());
         assert_eq!(nv.counts(), made);
@@ -363,8 +359,7 @@ mod suite {
         drop(b);
         assert_eq!(PUTS.load(Relaxed), puts);
         assert_eq!(nv.counts(), made);
-        // Made by the persistent pair.
-        assert!(!a.is_freed() && a.shared.state.lock().kind() == PinKind::Persistent);
+        assert!(!a.is_freed());
         drop(a);
         assert_eq!(PUTS.load(Relaxed), puts + 1);
         // Uncounted once, by the last owner.
@@ -376,14 +371,14 @@ mod suite {
 
     #[test]
     fn the_last_owner_unmaps_a_mapping_left_before_the_put() -> Result {
-        let (nv, range, t) = persistent_stub()?;
+        let (nv, range, t) = good_stub()?;
         // SAFETY: an all-zero mapping is a valid value (null pointers, zero counts);
         // the stub's unmap only counts it.
         let mut m: KBox<bindings::nvidia_p2p_dma_mapping> =
             KBox::new(unsafe { core::mem::zeroed() }, GFP_KERNEL)?;
         let (puts, unmaps) = (PUTS.load(Relaxed), UNMAPS.load(Relaxed));
-        let pin = NvP2p::pin_persistent(&nv, range, Owner::kernel_thread(), Plain)
-            .map_err(Error::from)?;
+        let pin =
+            NvP2p::pin(&nv, range, Owner::kernel_thread(), NoCallback).map_err(Error::from)?;
         // A mapping the pin records, which nobody unmapped.
         assert!(pin.shared.state.lock().mappings().push(Raw(&raw mut *m)));
         drop(pin);
@@ -394,6 +389,25 @@ mod suite {
         GOOD_TABLE.store(core::ptr::null_mut(), Relaxed);
         drop(t);
         drop(m);
+        Ok(())
+    }
+
+    #[test]
+    fn a_persistent_pin_is_put_when_dropped() -> Result {
+        let (nv, range, t) = good_stub()?;
+        // The registered bytes lie inside the one page the pin covers.
+        let span = Span::covering(range.start() + 0x100, 0x200).map_err(|_| EINVAL)?;
+        let puts = PUTS.load(Relaxed);
+        let pin = NvP2p::pin_persistent(&nv, span).map_err(Error::from)?;
+        assert_eq!(pin.span().range(), range);
+        // Counted by its context while it lives, put once and uncounted when dropped.
+        assert_eq!(nv.counts(), (1, 1, range.len()));
+        assert_eq!(PUTS.load(Relaxed), puts);
+        drop(pin);
+        assert_eq!(PUTS.load(Relaxed), puts + 1);
+        assert_eq!(nv.counts(), (1, 0, 0));
+        GOOD_TABLE.store(core::ptr::null_mut(), Relaxed);
+        drop(t);
         Ok(())
     }
 
@@ -411,7 +425,7 @@ mod suite {
                 module: ModuleRef::new(),
             },
         ] {
-            let mut st = PinState::in_phase(phase, PinKind::Callback, Some(data()?));
+            let mut st = PinState::in_phase(phase, Some(data()?));
             assert!(!st.gives_data_back());
         }
         // Put, or freed by a callback that returned: given back, once.
@@ -421,13 +435,13 @@ mod suite {
             orphan: None,
         };
         for phase in [Phase::Put, returned] {
-            let mut st = PinState::in_phase(phase, PinKind::Callback, Some(data()?));
+            let mut st = PinState::in_phase(phase, Some(data()?));
             assert!(st.gives_data_back());
             assert!(!st.gives_data_back());
         }
         // A callback still running keeps it, even once put; it goes when the callback
         // ends.
-        let mut st = PinState::new(PinKind::Callback);
+        let mut st = PinState::new();
         st.hand_data(data()?);
         assert!(st.start_put().is_some());
         st.start_callback();
@@ -437,12 +451,12 @@ mod suite {
             thread: thread(),
             orphan: None,
         };
-        let mut st = PinState::in_phase(running, PinKind::Callback, Some(data()?));
+        let mut st = PinState::in_phase(running, Some(data()?));
         assert!(!st.gives_data_back());
         let (given, orphan) = st.end_callback();
         assert!(given.is_some() && orphan.is_none());
         // Through the transitions: a put that ends first leaves it to the callback...
-        let mut st = PinState::new(PinKind::Callback);
+        let mut st = PinState::new();
         st.hand_data(data()?);
         assert!(st.start_put().is_some());
         st.start_callback();
@@ -450,11 +464,11 @@ mod suite {
         let (given, orphan) = st.end_callback();
         assert!(given.is_some() && orphan.is_none());
         // ...a put with no callback gives it back itself...
-        let mut st = PinState::new(PinKind::Callback);
+        let mut st = PinState::new();
         st.hand_data(data()?);
         assert!(st.start_put().is_some() && st.finish_put().is_some());
         // ...and an orphaned pin's callback gives back both it and the module reference.
-        let mut st = PinState::new(PinKind::Callback);
+        let mut st = PinState::new();
         st.hand_data(data()?);
         assert!(st.orphan() && st.start_put().is_none() && !st.orphan());
         st.start_callback();
@@ -469,7 +483,7 @@ mod suite {
         // Three dma_map calls in flight at once on a live pin (concurrent
         // registrations of one shared pin), then each records its mapping: every one
         // finds room, or a mapping would go unrecorded and never be unmapped.
-        let mut st = PinState::<u8>::new(PinKind::Callback);
+        let mut st = PinState::<u8>::new();
         let table = 0x40 as *mut bindings::nvidia_p2p_page_table;
         st.adopt(table)?;
         for _ in 0..3 {
@@ -493,7 +507,7 @@ mod suite {
         };
         for phase in [Phase::Putting { table: held }, Phase::Put, freed] {
             assert_eq!(
-                PinState::<u8>::in_phase(phase, PinKind::Callback, None).begin_call(),
+                PinState::<u8>::in_phase(phase, None).begin_call(),
                 Err(PinError::Freed)
             );
         }

@@ -81,11 +81,18 @@ unsafe extern "C" fn stub_get(
     _v: u32,
     _va: u64,
     _len: u64,
-    _table: *mut *mut bindings::nvidia_p2p_page_table,
+    table: *mut *mut bindings::nvidia_p2p_page_table,
     _cb: bindings::nvidia_p2p_free_callback_t,
     _data: *mut c_void,
 ) -> c_int {
-    -12
+    // In mode 2 a pin with the table the test set (the callback is never called),
+    // else ENOMEM.
+    if MODE.load(Relaxed) != 2 {
+        return -12;
+    }
+    // SAFETY: the wrapper passes a valid out-pointer.
+    unsafe { *table = GOOD_TABLE.load(Relaxed) };
+    0
 }
 
 /// # Safety
@@ -97,6 +104,7 @@ unsafe extern "C" fn stub_put(
     _va: u64,
     _table: *mut bindings::nvidia_p2p_page_table,
 ) -> c_int {
+    PUTS.fetch_add(1, Relaxed);
     0
 }
 
