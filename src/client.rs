@@ -11,11 +11,11 @@
 //! the lock order.
 //!
 //! This file holds the client and its answers to the core's callbacks (`PeerClient`),
-//! through what a registration of either mode offers (`Registration`). The files below
+//! through what a registration of either mode offers (`Registration`) and keeps of its
+//! mapping (`Maps`). The files below
 //! it: `callback` (callback mode: how a registration finds or makes its pin, and the
 //! pin's record, which lists the registrations it serves and is its free handler),
-//! `user` (a callback registration and its invalidation, and what a registration of
-//! either mode keeps of its mapping), `persistent` (persistent mode: a registration and
+//! `user` (a callback registration and its invalidation), `persistent` (persistent mode: a registration and
 //! its pin in one record), `sg` (the SG list of a registration). Tests: the KUnit suite `peermem_sg` (`client/sg.rs`); the
 //! client's behaviour against the fakes is tested by the suites in `tests/client`
 //! (peermem_client_<mode>, peermem_model_<mode>, peermem_faults) and the plan's
@@ -46,6 +46,7 @@ use crate::{
     device::PciFunction,
     nv_p2p::{
         DmaMapping,
+        GpuPin,
         NvP2p,
         PinContext,
         PinError, //
@@ -85,11 +86,14 @@ mod sg;
 mod user;
 
 pub(crate) use callback::Callback;
-use callback::CallbackPin;
+use callback::PinUsers;
 pub(crate) use persistent::Persistent;
 use persistent::PersistentUser;
 use sg::sg_entries;
-use user::Mapped;
+
+/// A callback pin: one owner handle of the driver pin, as the registry and the
+/// registrations it covers hold it.
+pub(crate) type CallbackPin = GpuPin<PinUsers>;
 
 /// How a client pins, fixed in its type: what its registrations hold, how a
 /// registration gets its pin, and where registrations are listed.
@@ -151,6 +155,90 @@ pub(crate) trait Registration: Send + Sync + Sized + 'static {
 
     /// Its release: takes the mapping and SG list out, for [`Registration::undo`].
     fn release(&self, c: &ClientShared) -> Mapped;
+}
+
+/// What a registration of either mode keeps of its mapping, under its state's lock:
+/// the DMA mapping of its pin made by `dma_map`, unmapped through the pin, and the SG
+/// list installed in the core's table, freed from this record, since the core zeroes
+/// its table after an invalidation (abi.md 2.5).
+///
+/// A list is counted in the client's `sg_lists_now` from [`Maps::install`] until
+/// [`Mapped::undo`] frees it, the one place a list installed here is dropped: it leaves
+/// this record only in a [`Mapped`], which goes there, and none is left when the
+/// registration goes (its release takes it out, and the core maps no released
+/// registration).
+pub(crate) struct Maps {
+    mapping: Option<DmaMapping>,
+    sg: Option<InstalledSg>,
+}
+
+impl Maps {
+    /// None.
+    pub(super) fn new() -> Self {
+        Maps {
+            mapping: None,
+            sg: None,
+        }
+    }
+
+    /// Installs the mapping and SG list `dma_map` made, counting the list in client
+    /// `c`'s `sg_lists_now`. The core maps a region once; whatever an earlier call left
+    /// comes back, for the caller to undo after the lock ([`Mapped::undo`]: an unmap
+    /// may sleep).
+    pub(super) fn install(
+        &mut self,
+        c: &ClientShared,
+        mapping: DmaMapping,
+        sg: InstalledSg,
+    ) -> Mapped {
+        c.stats.sg_list_installed();
+        Mapped(self.mapping.replace(mapping), self.sg.replace(sg))
+    }
+
+    /// Takes the mapping out for the core's `dma_unmap` or `put_pages` of its table
+    /// `sg`, with the SG list when it is the one installed there.
+    pub(super) fn take_for(&mut self, sg: &SgHead) -> Mapped {
+        let ours = self
+            .sg
+            .as_ref()
+            .is_some_and(|installed| installed.is_in(sg));
+        Mapped(
+            self.mapping.take(),
+            if ours { self.sg.take() } else { None },
+        )
+    }
+
+    /// Takes both out (a release).
+    pub(super) fn take_all(&mut self) -> Mapped {
+        Mapped(self.mapping.take(), self.sg.take())
+    }
+
+    /// Takes the mapping out, leaving the SG list.
+    pub(super) fn take_mapping(&mut self) -> Option<DmaMapping> {
+        self.mapping.take()
+    }
+}
+
+/// A registration's mapping and SG list, taken out of its state to be undone
+/// ([`Mapped::undo`], which also takes the list out of the count of installed lists).
+#[must_use = "a mapping and SG list taken out of a registration are undone by `Mapped::undo`"]
+pub(crate) struct Mapped(Option<DmaMapping>, Option<InstalledSg>);
+
+impl Mapped {
+    /// Undoes a mapping and SG list taken out of a registration's state, after its
+    /// lock: unmaps the mapping with `unmap` (through the registration's pin: an unmap
+    /// may sleep), then empties the core's table and frees the list, which client `c`'s
+    /// `sg_lists_now` no longer counts.
+    pub(super) fn undo(self, c: &ClientShared, unmap: impl FnOnce(DmaMapping)) {
+        let Mapped(mapping, sg) = self;
+        if let Some(m) = mapping {
+            unmap(m);
+        }
+        if let Some(sg) = sg {
+            drop(sg);
+            c.stats.sg_list_freed();
+        }
+    }
 }
 
 /// What a claim of a range by a client of mode `M` came to, where this module could

@@ -22,6 +22,24 @@ pub(crate) struct SpaceId {
 }
 
 impl SpaceId {
+    /// The identity of the address space that `mm` (`None` for a kernel thread) and
+    /// thread group `tgid` make.
+    pub(crate) fn of(mm: Option<&Mm>, tgid: i32) -> Self {
+        SpaceId {
+            mm: mm.map_or(0, |mm| mm.as_raw() as usize),
+            tgid,
+        }
+    }
+
+    /// Whether the calling process is this address space's (for a kernel thread's, mm
+    /// 0: whether the caller is a kernel thread of its thread group).
+    pub(crate) fn is_current(&self) -> bool {
+        with_current(|space| match space {
+            Some(space) => space.id() == *self,
+            None => self.mm == 0 && kernel::current!().group_leader().pid() == self.tgid,
+        })
+    }
+
     /// An identifier of the address space for display: its mm address mixed with
     /// `salt` by a bijection (splitmix64), so different spaces never share one and
     /// the kernel address itself is not shown.
@@ -44,10 +62,7 @@ pub(crate) struct CurrentSpace<'a> {
 impl CurrentSpace<'_> {
     /// Its identity.
     pub(crate) fn id(&self) -> SpaceId {
-        SpaceId {
-            mm: self.mm.as_raw() as usize,
-            tgid: self.tgid,
-        }
+        SpaceId::of(Some(self.mm), self.tgid)
     }
 
     /// The owner a new pin of it holds: its mm referenced (mmgrab).
@@ -87,20 +102,10 @@ impl Owner {
         }
     }
 
-    /// Its identity (mm address 0 for a kernel thread).
-    pub(crate) fn id(&self) -> SpaceId {
-        SpaceId {
-            mm: self.mm.as_ref().map_or(0, |mm| mm.as_raw() as usize),
-            tgid: self.tgid,
-        }
-    }
-
-    /// Whether the calling process is this owner (for a kernel thread's: whether the
-    /// caller is a kernel thread of its thread group).
-    pub(crate) fn is_current(&self) -> bool {
-        with_current(|space| match space {
-            Some(space) => space.id() == self.id(),
-            None => self.mm.is_none() && kernel::current!().group_leader().pid() == self.tgid,
-        })
+    /// Its parts, the mm reference and the thread-group id, for a record that lays
+    /// them out beside its own fields (a pin's: docs/architecture.md, "What one
+    /// registration allocates").
+    pub(crate) fn into_parts(self) -> (Option<ARef<Mm>>, i32) {
+        (self.mm, self.tgid)
     }
 }

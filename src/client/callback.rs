@@ -25,6 +25,7 @@ use kernel::{
 
 use super::{
     user::User,
+    CallbackPin,
     Claim,
     ClientShared,
     Mode, //
@@ -51,6 +52,14 @@ use crate::{
         SpaceId, //
     },
 };
+
+// A callback pin's record with its `Arc` count fits a 128-byte allocation, with the
+// locks as production kernels lay them out (lock debugging makes every lock larger).
+#[cfg(not(any(CONFIG_DEBUG_LOCK_ALLOC, CONFIG_DEBUG_MUTEXES, CONFIG_DEBUG_SPINLOCK)))]
+const _: () = assert!(
+    size_of::<crate::nv_p2p::PinShared<PinUsers>>() <= 120,
+    "a pin's record must fit a 128-byte allocation"
+);
 
 /// Callback mode: a pin's record lists the registrations using it, and its free
 /// callback invalidates each of them.
@@ -87,10 +96,6 @@ impl Mode for Callback {
         }
     }
 }
-
-/// A callback pin: one owner handle of the driver pin, as the registry and the
-/// registrations it covers hold it.
-pub(crate) type CallbackPin = GpuPin<PinUsers>;
 
 /// Makes a new pin findable by the registrations it covers (once, after it is made).
 fn link(c: &ClientShared, pin: &CallbackPin) -> Result<(), PinError> {

@@ -23,12 +23,10 @@ use kernel::{
 };
 
 use super::{
-    user::{
-        Mapped,
-        Maps, //
-    },
     Claim,
     ClientShared,
+    Mapped,
+    Maps,
     Mode,
     Registration, //
 };

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! A callback client's registration: its shared pin, DMA mapping and SG list, and its
-//! invalidation; and what a registration of either mode keeps of its mapping (`Maps`).
+//! invalidation.
 
 use kernel::{
     list::{
@@ -25,8 +25,10 @@ use kernel::{
 };
 
 use super::{
-    callback::CallbackPin,
+    CallbackPin,
     ClientShared,
+    Mapped,
+    Maps,
     Registration, //
 };
 use crate::{
@@ -53,14 +55,6 @@ use crate::{
 const _: () = assert!(
     size_of::<CallbackPin>() == size_of::<usize>(),
     "a pin handle must be one pointer"
-);
-
-// A callback pin's record with its `Arc` count fits a 128-byte allocation, with the
-// locks as production kernels lay them out (lock debugging makes every lock larger).
-#[cfg(not(any(CONFIG_DEBUG_LOCK_ALLOC, CONFIG_DEBUG_MUTEXES, CONFIG_DEBUG_SPINLOCK)))]
-const _: () = assert!(
-    size_of::<crate::nv_p2p::PinShared<super::callback::PinUsers>>() <= 120,
-    "a pin's record must fit a 128-byte allocation"
 );
 
 /// No core_context yet (`get_pages` not called).
@@ -130,90 +124,6 @@ struct UserState {
     stage: Stage,
     /// The error the registration's pin failed with (a registration without a pin).
     failed: Option<Error>,
-}
-
-/// What a registration of either mode keeps of its mapping, under its state's lock:
-/// the DMA mapping of its pin made by `dma_map`, unmapped through the pin, and the SG
-/// list installed in the core's table, freed from this record, since the core zeroes
-/// its table after an invalidation (abi.md 2.5).
-///
-/// A list is counted in the client's `sg_lists_now` from [`Maps::install`] until
-/// [`Mapped::undo`] frees it, the one place a list installed here is dropped: it leaves
-/// this record only in a [`Mapped`], which goes there, and none is left when the
-/// registration goes (its release takes it out, and the core maps no released
-/// registration).
-pub(super) struct Maps {
-    mapping: Option<DmaMapping>,
-    sg: Option<InstalledSg>,
-}
-
-impl Maps {
-    /// None.
-    pub(super) fn new() -> Self {
-        Maps {
-            mapping: None,
-            sg: None,
-        }
-    }
-
-    /// Installs the mapping and SG list `dma_map` made, counting the list in client
-    /// `c`'s `sg_lists_now`. The core maps a region once; whatever an earlier call left
-    /// comes back, for the caller to undo after the lock ([`Mapped::undo`]: an unmap
-    /// may sleep).
-    pub(super) fn install(
-        &mut self,
-        c: &ClientShared,
-        mapping: DmaMapping,
-        sg: InstalledSg,
-    ) -> Mapped {
-        c.stats.sg_list_installed();
-        Mapped(self.mapping.replace(mapping), self.sg.replace(sg))
-    }
-
-    /// Takes the mapping out for the core's `dma_unmap` or `put_pages` of its table
-    /// `sg`, with the SG list when it is the one installed there.
-    pub(super) fn take_for(&mut self, sg: &SgHead) -> Mapped {
-        let ours = self
-            .sg
-            .as_ref()
-            .is_some_and(|installed| installed.is_in(sg));
-        Mapped(
-            self.mapping.take(),
-            if ours { self.sg.take() } else { None },
-        )
-    }
-
-    /// Takes both out (a release).
-    pub(super) fn take_all(&mut self) -> Mapped {
-        Mapped(self.mapping.take(), self.sg.take())
-    }
-
-    /// Takes the mapping out, leaving the SG list.
-    pub(super) fn take_mapping(&mut self) -> Option<DmaMapping> {
-        self.mapping.take()
-    }
-}
-
-/// A registration's mapping and SG list, taken out of its state to be undone
-/// ([`Mapped::undo`], which also takes the list out of the count of installed lists).
-#[must_use = "a mapping and SG list taken out of a registration are undone by `Mapped::undo`"]
-pub(crate) struct Mapped(Option<DmaMapping>, Option<InstalledSg>);
-
-impl Mapped {
-    /// Undoes a mapping and SG list taken out of a registration's state, after its
-    /// lock: unmaps the mapping with `unmap` (through the registration's pin: an unmap
-    /// may sleep), then empties the core's table and frees the list, which client `c`'s
-    /// `sg_lists_now` no longer counts.
-    pub(super) fn undo(self, c: &ClientShared, unmap: impl FnOnce(DmaMapping)) {
-        let Mapped(mapping, sg) = self;
-        if let Some(m) = mapping {
-            unmap(m);
-        }
-        if let Some(sg) = sg {
-            drop(sg);
-            c.stats.sg_list_freed();
-        }
-    }
 }
 
 impl User {

@@ -8,9 +8,11 @@
 
 use kernel::{
     ffi::c_void,
+    mm::Mm,
     new_spinlock,
     prelude::*,
     sync::{
+        aref::ARef,
         atomic::Relaxed,
         Arc,
         ArcBorrow,
@@ -107,8 +109,12 @@ pub(crate) struct PinShared<T: PinRecord> {
     pub(super) ctx: Arc<T::Context>,
     pub(super) range: GpuRange,
     /// The process that pinned (the caller of `NvP2p::pin`), the identity nvidia.ko
-    /// looks callback pins up by: handed in by the pinner, who read it.
-    owner: Owner,
+    /// looks callback pins up by, handed in by the pinner, who read it (an `Owner`):
+    /// its `mm_struct` (`None` for a kernel thread), held so that its address is not
+    /// handed to another process while the pin lives, and its thread-group id. Two
+    /// fields, so that the id shares eight bytes with `owners`.
+    mm: Option<ARef<Mm>>,
+    tgid: i32,
     /// How many [`GpuPin`] handles own the pin: the last one dropped unpins. The
     /// `Arc` count is more, with the driver's `data` reference.
     pub(super) owners: Refcount,
@@ -127,10 +133,12 @@ impl<T: PinRecord> PinShared<T> {
         owner: Owner,
         handler: impl PinInit<T>,
     ) -> impl PinInit<Self> {
+        let (mm, tgid) = owner.into_parts();
         pin_init!(Self {
             ctx,
             range,
-            owner,
+            mm,
+            tgid,
             owners: Refcount::new(1),
             state <- new_spinlock!(PinState::new(), "peermem_pin_state"),
             handler <- handler,
@@ -144,12 +152,12 @@ impl<T: PinRecord> PinShared<T> {
 
     /// The address space that pinned (its mm address 0 for a kernel thread).
     pub(super) fn space(&self) -> SpaceId {
-        self.owner.id()
+        SpaceId::of(self.mm.as_deref(), self.tgid)
     }
 
     /// Whether the calling process is the one that pinned.
     pub(super) fn owned_by_current(&self) -> bool {
-        self.owner.is_current()
+        self.space().is_current()
     }
 
     /// The pin's range and owner.
