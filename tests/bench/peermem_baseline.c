@@ -1,37 +1,25 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
  * The benchmark's baseline: a peer-memory client that behaves and costs as the
- * reference, nvidia-peermem, does (docs/abi.md section 3), written from that
- * description. It is loaded in place of peermem, on the same fakes, in the same
- * `make bench` run (tests/qemu/plans/bench.sh), and by the hazard run as the reference
- * pinning strategy (tests/qemu/plans/hazard.sh). It is not shipped.
- *
- * It takes the reference's persistent_api_support parameter. With 1 (the default, as
- * the reference's) it registers one client, "nv_mem", without invalidation, whose
- * pins are persistent. With 0 (callback mode, the reference's legacy mode) it
- * registers "nv_mem", an extended client with PEER_MEM_INVALIDATE_UNMAPS, and
- * "nv_mem_nc" without invalidation:
- *   acquire    a probe: pin (with a callback, in either mode) and unpin the whole
- *              64 KiB-rounded range; a small context with a magic number; a module
- *              reference
+ * reference, nvidia-peermem, does (docs/abi.md section 3), loaded in place of peermem
+ * on the same fakes by `make bench` (tests/qemu/plans/bench.sh) and by the hazard run
+ * (tests/qemu/plans/hazard.sh). Not shipped. persistent_api_support=1 (the default, as
+ * the reference's) registers "nv_mem" with persistent pins, without invalidation; 0
+ * registers "nv_mem", extended with PEER_MEM_INVALIDATE_UNMAPS, and "nv_mem_nc":
+ *   acquire    a probe: a callback pin and unpin of the 64 KiB-rounded range; a small
+ *              context with a magic number; a module reference
  *   get_pages  the registration's own pin (a callback pin for nv_mem in callback
- *              mode, persistent otherwise), under the core's mapping lock
+ *              mode, persistent otherwise)
  *   dma_map    nvidia_p2p_dma_map_pages, one SG entry per 64 KiB page
  *   dma_unmap, put_pages
- *              unmap, unpin, free the SG table; nothing when called from the task
- *              running this context's free callback, or after it
+ *              unmap, unpin, free the SG table; nothing from the task running this
+ *              context's free callback, or after it
  *   free callback
- *              records its task, invalidates through the core, frees the DMA
- *              mapping and the page table
- * No locks of its own.
- *
- * With floor=1 it is the benchmark's floor instead: the least any client that pins
- * once can do on these fakes. No probe (acquire claims every range without asking the
- * driver), and dma_map merges contiguous pages into entries up to the peer's maximum
- * segment, as peermem does; the rest, context, module reference, the one pin, map,
- * unmap and unpin, as above. It is not a usable client (it claims memory that is not
- * GPU memory); `make bench` measures it beside the two clients so that each run shows
- * what its targets leave to a client's own work (docs/bench).
+ *              invalidates through the core, frees the DMA mapping and the table
+ * No locks of its own. With floor=1 it is the benchmark's floor: the least a client
+ * that pins once can do on these fakes. No probe (acquire claims every range), and
+ * dma_map merges contiguous pages up to the peer's maximum segment, as peermem does.
+ * Not a usable client: it claims memory that is not GPU memory.
  */
 #define pr_fmt(fmt) "peermem_baseline: " fmt
 
@@ -131,10 +119,7 @@ static int acquire_common(unsigned long addr, size_t size, void **client_context
 		return 0;
 	if (floor_mode)
 		goto claim;
-	/*
-	 * The probe: is this the calling process's GPU memory? A callback pin in every
-	 * mode, as the reference's acquire, which both of its clients share (docs/abi.md 3).
-	 */
+	/* Is this the calling process's GPU memory? A callback pin in both modes. */
 	ret = nvidia_p2p_get_pages(0, 0, start, end - start, &probe.table,
 				   probe_free_callback, &probe);
 	if (ret)
@@ -346,7 +331,6 @@ static int __init baseline_init(void)
 	if (persistent_api_support != 0 && persistent_api_support != 1)
 		return -EINVAL;
 	if (persistent_api_support) {
-		/* As the reference's default: one client, persistent pins, no invalidation. */
 		fill(&nv_mem, "nv_mem", acquire_nv_mem_nc);
 		nv_mem_handle = ib_register_peer_memory_client(&nv_mem.client, NULL);
 		if (!nv_mem_handle)

@@ -1,27 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
- * peermem's benchmark, run in the dev VM by `make bench` (tests/qemu/plans/bench.sh).
- *
- * Loaded for one client at a time (peermem, the baseline client costed as
- * nvidia-peermem, tests/bench/peermem_baseline.c, or the baseline in its floor mode,
- * in callback or persistent mode), it drives registrations through the fake
- * peer-memory core, as a fake process, and prints one CSV row per figure on the
- * console:
+ * peermem's benchmark (`make bench`, tests/qemu/plans/bench.sh). Loaded for one client
+ * at a time (peermem, the baseline costed as nvidia-peermem or the baseline's floor,
+ * tests/bench/peermem_baseline.c), it registers through the fake peer-memory core as
+ * a fake process and prints a row per figure, which tools/bench-report judges
+ * (docs/bench/README.md):
  *
  *   PEERMEM-BENCH,<strategy>,<group>,<metric>,<size>,<pin_cost_us>,<live>,<value>
  *
- * tools/bench-report turns the rows into the table, the ratios, the PASS/FAIL lines
- * of the targets and the plots (docs/bench/README.md). The fake nvidia.ko charges
- * pin_cost_us per pin and per unpin under its driver lock, the same for both
- * strategies.
- *
- * `series=rest` runs every series but the timed pairs, in a boot of its own per client
- * (the memory series from a fresh state); `series=latency` runs the timed pairs only,
- * loaded in turn for each client of a mode in one boot, several times over, so that
- * the clients' pairs are timed within a second of each other: the host's speed moves
- * over seconds (docs/bench, "Boot to boot"). `series=calibrate` only measures the
- * TSC's rate (two seconds asleep), in a load of its own before the timed ones, which
- * then all start alike, none of them just after that sleep.
+ * and, last, PEERMEM-BENCH-DONE,<strategy>,<failures>. `series=rest` runs every series
+ * but the timed pairs, in a boot of its own per client; `series=latency` the timed
+ * pairs, loaded in turn for each client of a mode in one boot; `series=calibrate`
+ * only measures the TSC's rate, in a load of its own before the timed ones.
  */
 #include <linux/alloc_tag.h>
 #include <linux/completion.h>
@@ -63,18 +53,12 @@ static struct fake_nv_proc *proc;
 static int failures;
 
 /*
- * Time. The dev kernel's clocksource is jiffies (4 ms: no HPET or PM timer to
- * calibrate the TSC against), too coarse for one registration; the TSC itself ticks
- * steadily under QEMU. It is calibrated against the jiffies clock over two seconds
- * (error below 0.5 %), then read directly.
+ * Time: the TSC, calibrated against the kernel's clock over two seconds (the dev
+ * kernel's clocksource is jiffies, too coarse for one registration). Under UML
+ * get_cycles() is a stub that returns 0: the kernel, a host process, reads the TSC.
  */
 static u64 tsc_per_ms;
 
-/*
- * The TSC. Under User-Mode Linux get_cycles() is the generic stub that returns 0 (and
- * ktime counts in steps of 256 ns there): the kernel runs as a host process, which
- * may read the TSC itself.
- */
 static u64 cycles(void)
 {
 #ifdef CONFIG_UML
@@ -92,7 +76,6 @@ static void calibrate_tsc(void)
 	u64 t0, c0;
 
 	if (tsc_given) {
-		/* Measured by a load of its own in this boot (tests/qemu/plans/bench.sh). */
 		tsc_per_ms = tsc_given;
 		return;
 	}
@@ -144,11 +127,9 @@ static void fail(const char *what, long err)
 }
 
 /*
- * Memory held, to the byte, by owner: the kernel's allocation profiling
- * (/proc/allocinfo) counts what every allocation site holds, slab objects at their
- * cache's object size, pages and vmalloc areas at their size. Profiling is off at
- * boot (the timed series do not pay for it) and on only while the registrations
- * measured are made (the memory and huge series, the scaling series' fill).
+ * Memory held, to the byte, by owner, from the kernel's allocation profiling
+ * (/proc/allocinfo: what every allocation site holds). Profiling is off at boot and
+ * on only while the registrations measured are made.
  */
 struct held {
 	s64 total;	/* every site */
@@ -158,19 +139,9 @@ struct held {
 	s64 bench;	/* this driver's own arrays ([peermem_bench]) */
 };
 
-static void held_sub(struct held *d, const struct held *a, const struct held *b)
-{
-	d->total = a->total - b->total;
-	d->fake = a->fake - b->fake;
-	d->core = a->core - b->core;
-	d->module = a->module - b->module;
-	d->bench = a->bench - b->bench;
-}
-
 /*
- * The client module's sites: its own (peermem, the drop-in build, or the baseline),
- * the kernel's Rust allocation helper (peermem's records: no other Rust code
- * allocates here) and the SG tables it builds for the core.
+ * The client module's sites: its own, the kernel's Rust allocation helper (peermem's
+ * records: no other Rust code allocates here) and the SG tables it builds.
  */
 static bool client_site(const char *line, const char *mod)
 {
@@ -215,17 +186,34 @@ static void held_tally(struct held *h, const char *line)
 #define HELD_BUF SZ_64K
 
 /*
- * Reads @f (/proc/allocinfo, kept open so that its buffer is held alike by each read)
- * from the start into @h.
+ * /proc/allocinfo, opened by the loading process (the benchmark thread's root has no
+ * /proc) and kept open, so that its buffer is held alike by each read; and the buffer
+ * its lines are read into.
  */
-static int held_read(struct file *f, char *buf, struct held *h)
+static struct file *allocinfo;
+static char *held_buf;
+
+/* Allocation profiling on or off (the bench kernel has it; others cannot measure). */
+static void profiling(bool on)
 {
+#ifdef CONFIG_MEM_ALLOC_PROFILING
+	if (on)
+		static_branch_enable(&mem_alloc_profiling_key);
+	else
+		static_branch_disable(&mem_alloc_profiling_key);
+#endif
+}
+
+/* Reads what is held now into @h. */
+static int held_read(struct held *h)
+{
+	char *buf = held_buf;
 	size_t have = 0;
 	loff_t pos = 0;
 	ssize_t n;
 
 	memset(h, 0, sizeof(*h));
-	while ((n = kernel_read(f, buf + have, HELD_BUF - have, &pos)) > 0) {
+	while ((n = kernel_read(allocinfo, buf + have, HELD_BUF - have, &pos)) > 0) {
 		char *line = buf, *nl;
 
 		have += n;
@@ -243,59 +231,12 @@ static int held_read(struct file *f, char *buf, struct held *h)
 	return n < 0 ? n : 0;
 }
 
-/*
- * /proc/allocinfo, opened by the loading process: the benchmark thread's root is the
- * kernel's initial one, which has no /proc.
- */
-static struct file *allocinfo;
-
-/* Memory accounting for a series: profiling on, a buffer for reading the file. */
-struct accounting {
-	char *buf;
-};
-
-/* Allocation profiling on or off (the bench kernel has it; others cannot measure). */
-static void profiling(bool on)
+static int held_now(struct held *h)
 {
-#ifdef CONFIG_MEM_ALLOC_PROFILING
-	if (on)
-		static_branch_enable(&mem_alloc_profiling_key);
-	else
-		static_branch_disable(&mem_alloc_profiling_key);
-#endif
-}
-
-static void accounting_start(struct accounting *acc)
-{
-	acc->buf = NULL;
-	if (IS_ERR_OR_NULL(allocinfo)) {
-		fail("opening /proc/allocinfo (CONFIG_MEM_ALLOC_PROFILING)",
-		     allocinfo ? PTR_ERR(allocinfo) : -ENOENT);
-		return;
-	}
-	acc->buf = kvmalloc(HELD_BUF + 1, GFP_KERNEL);
-	if (!acc->buf) {
-		fail("accounting buffer", -ENOMEM);
-		return;
-	}
-	profiling(true);
-}
-
-static void accounting_stop(struct accounting *acc)
-{
-	if (!acc->buf)
-		return;
-	profiling(false);
-	kvfree(acc->buf);
-	acc->buf = NULL;
-}
-
-static int held_now(struct accounting *acc, struct held *h)
-{
-	int err = acc->buf ? held_read(allocinfo, acc->buf, h) : -ENOENT;
+	int err = held_buf ? held_read(h) : -ENOENT;
 
 	if (err)
-		fail("reading /proc/allocinfo", err);
+		fail("reading /proc/allocinfo (CONFIG_MEM_ALLOC_PROFILING)", err);
 	return err;
 }
 
@@ -307,20 +248,35 @@ static void held_rows(const char *group, const char *prefix, u64 size, u64 live,
 		      const struct held *before, const struct held *after)
 {
 	static const char *const what[] = { "total", "fake", "core", "module", "other" };
-	struct held d;
 	s64 v[5];
 	char metric[40];
 	int i;
 
-	held_sub(&d, after, before);
-	v[0] = d.total - d.bench;
-	v[1] = d.fake;
-	v[2] = d.core;
-	v[3] = d.module;
-	v[4] = v[0] - d.fake - d.core - d.module;
+	v[0] = after->total - before->total - (after->bench - before->bench);
+	v[1] = after->fake - before->fake;
+	v[2] = after->core - before->core;
+	v[3] = after->module - before->module;
+	v[4] = v[0] - v[1] - v[2] - v[3];
 	for (i = 0; i < ARRAY_SIZE(what); i++) {
 		snprintf(metric, sizeof(metric), "%s%s", prefix, what[i]);
 		row(group, metric, size, 0, live, div_u64(max_t(s64, v[i], 0) * 1000, live));
+	}
+}
+
+/* Where the time of @ops operations went: each callback, as the fake core timed it. */
+static void phase_rows(const char *group, const char *prefix, u64 size, u32 cost, u64 live,
+		       const struct fake_core_client_stats *ph0, u64 ops)
+{
+	struct fake_core_client_stats ph1;
+	char metric[40];
+	int i;
+
+	if (fake_core_client_stats("nv_mem", &ph1))
+		return;
+	for (i = 0; i < FAKE_CORE_PHASE_COUNT; i++) {
+		snprintf(metric, sizeof(metric), "%s%s_ns", prefix, fake_core_phase_name(i));
+		row(group, metric, size, cost, live,
+		    div64_u64((ph1.phase_ns[i] - ph0->phase_ns[i]) * 1000, ops));
 	}
 }
 
@@ -349,7 +305,7 @@ static void set_cost(u32 cost, bool huge_bar)
 static void bench_latency(u64 size, u32 cost, int n)
 {
 	u64 *lat, *op, sum = 0, dsum = 0, t0, t1, t2, start, pins, va;
-	struct fake_core_client_stats ph0, ph1;
+	struct fake_core_client_stats ph0;
 	int i, nents = 0;
 
 	lat = kvcalloc(n, sizeof(*lat), GFP_KERNEL);
@@ -359,11 +315,7 @@ static void bench_latency(u64 size, u32 cost, int n)
 		fail("latency setup", -ENOMEM);
 		goto out;
 	}
-	/*
-	 * Warm-up, not timed: the first registrations of a size run code and touch slab
-	 * caches that no later one does (under emulation, also the translation of the
-	 * code itself), for both clients alike.
-	 */
+	/* Warm-up, not timed: code and slab caches the first registrations touch. */
 	for (i = 0; i < WARMUP; i++) {
 		struct fake_mr *mr = reg(va, size);
 
@@ -410,16 +362,7 @@ static void bench_latency(u64 size, u32 cost, int n)
 	row("latency", "ops_per_s", size, cost, 0, div64_u64((u64)n * NSEC_PER_SEC * 1000, t0));
 	row("latency", "pins_per_reg", size, cost, 0, div_u64(pins * 1000, n));
 	row("latency", "sg_entries", size, cost, 0, (u64)nents * 1000);
-	/* Where a registration's time goes: each callback, as the fake core timed it. */
-	if (!fake_core_client_stats("nv_mem", &ph1)) {
-		for (i = 0; i < FAKE_CORE_PHASE_COUNT; i++) {
-			char metric[32];
-
-			snprintf(metric, sizeof(metric), "%s_ns", fake_core_phase_name(i));
-			row("phase", metric, size, cost, 0,
-			    div_u64((ph1.phase_ns[i] - ph0.phase_ns[i]) * 1000, n));
-		}
-	}
+	phase_rows("phase", "", size, cost, 0, &ph0, n);
 out:
 	if (va)
 		fake_nv_free(proc, va);
@@ -502,55 +445,86 @@ static void free_windows(u64 *va, int count)
 	kvfree(va);
 }
 
+/* Registrations kept alive, each in a range of its own of unbacked windows. */
+struct live {
+	struct fake_mr **mrs;
+	u64 *win;
+	int nwin, made;
+};
+
 /*
- * Per-operation cost with @live registrations alive (64 KiB each, one pin each), and
- * the memory each live registration holds, by owner (as bench_memory). Profiling is
- * on while the registrations are made and off while the operations are timed; their
- * frees, with profiling off, are not subtracted from the sites, which leaves later
- * differences exact (only what is allocated between two reads counts).
- *
- * The op cost is the median of SCALING_BATCHES batches of @n operations, each timed
- * as a whole: the points above 100000 live run in one boot per client, and a batch
- * of a few milliseconds that the host stalls (its vCPU descheduled) would otherwise
- * be that point's figure. Fifteen: under User-Mode Linux a batch takes about a
- * millisecond, which a host timer signal or a preempted host thread lengthens by half
- * (five batches left single points 2.2 times their neighbours on the GPU machine).
+ * Makes @n registrations of @size alive, and prints what each holds, by owner, as
+ * the rows of @group: the growth of what is held across making them, read to the
+ * byte, so that it does not depend on which slab pages were already partly used
+ * (the caller turns profiling on around it).
+ */
+static int live_make(struct live *l, const char *group, u64 size, u32 n)
+{
+	struct held h0, h1;
+	int err;
+
+	l->made = 0;
+	l->mrs = kvcalloc(n, sizeof(*l->mrs), GFP_KERNEL);
+	l->win = alloc_windows(div_u64(size, K64) * n, &l->nwin);
+	if (!l->mrs || !l->win || (u64)l->nwin * WINDOW < size * n) {
+		fail("live registrations setup", -ENOMEM);
+		return -ENOMEM;
+	}
+	err = held_now(&h0);
+	for (; l->made < n; l->made++) {
+		struct fake_mr *mr = reg(window_at(l->win, l->made, size), size);
+
+		if (IS_ERR(mr)) {
+			fail("live registration", PTR_ERR(mr));
+			return PTR_ERR(mr);
+		}
+		l->mrs[l->made] = mr;
+		if (!(l->made % 4096))
+			cond_resched();
+	}
+	if (!err && !held_now(&h1))
+		held_rows(group, "bytes_per_reg_", size, n, &h0, &h1);
+	return 0;
+}
+
+static void live_free(struct live *l)
+{
+	while (l->made-- > 0) {
+		fake_core_dereg_mr(l->mrs[l->made]);
+		if (!(l->made % 4096))
+			cond_resched();
+	}
+	if (l->win)
+		free_windows(l->win, l->nwin);
+	kvfree(l->mrs);
+}
+
+/*
+ * Per-operation cost with @live registrations alive (64 KiB, one pin each), and the
+ * memory each holds (profiling on while they are made, off while the operations are
+ * timed). The op cost is the median of SCALING_BATCHES batches of @n operations,
+ * each timed as a whole, so that a batch the host stalls (a timer signal, a
+ * preempted host thread) does not set the figure.
  */
 #define SCALING_BATCHES 15
 
 static void bench_scaling(u32 live, int n)
 {
-	struct accounting acc;
-	struct held h0, h1;
-	struct fake_core_client_stats ph0, ph1;
-	struct fake_mr **mrs;
-	u64 *win, t0, va, batch[SCALING_BATCHES];
-	int nwin, i, b, made = 0, err;
+	struct fake_core_client_stats ph0;
+	u64 t0, va = 0, batch[SCALING_BATCHES];
+	struct live l;
+	int i, b, err;
 
-	mrs = kvcalloc(live, sizeof(*mrs), GFP_KERNEL);
-	win = alloc_windows(live, &nwin);
+	profiling(true);
+	err = live_make(&l, "scaling", K64, live);
+	profiling(false);
+	if (err)
+		goto out;
 	va = fake_nv_alloc(proc, SZ_1M, false);
-	if (!mrs || !win || !va || (u64)nwin * WINDOW < (u64)live * K64) {
+	if (!va) {
 		fail("scaling setup", -ENOMEM);
 		goto out;
 	}
-	accounting_start(&acc);
-	err = held_now(&acc, &h0);
-	for (made = 0; made < live; made++) {
-		mrs[made] = reg(window_at(win, made, K64), K64);
-		if (IS_ERR(mrs[made])) {
-			fail("scaling registration", PTR_ERR(mrs[made]));
-			accounting_stop(&acc);
-			goto out;
-		}
-		if (!(made % 4096))
-			cond_resched();
-	}
-	if (!err)
-		err = held_now(&acc, &h1);
-	accounting_stop(&acc);
-	if (!err)
-		held_rows("scaling", "bytes_per_reg_", K64, live, &h0, &h1);
 	fake_core_client_stats("nv_mem", &ph0);
 	for (b = 0; b < SCALING_BATCHES; b++) {
 		t0 = now_ns();
@@ -567,75 +541,19 @@ static void bench_scaling(u32 live, int n)
 	}
 	sort(batch, SCALING_BATCHES, sizeof(*batch), cmp_u64, NULL);
 	row("scaling", "op_ns", K64, 0, live, batch[SCALING_BATCHES / 2]);
-	if (!fake_core_client_stats("nv_mem", &ph1)) {
-		for (i = 0; i < FAKE_CORE_PHASE_COUNT; i++) {
-			char metric[32];
-
-			snprintf(metric, sizeof(metric), "phase_%s_ns", fake_core_phase_name(i));
-			row("scaling", metric, K64, 0, live,
-			    div_u64((ph1.phase_ns[i] - ph0.phase_ns[i]) * 1000,
-				    n * SCALING_BATCHES));
-		}
-	}
+	phase_rows("scaling", "phase_", K64, 0, live, &ph0, n * SCALING_BATCHES);
 out:
-	while (made-- > 0) {
-		fake_core_dereg_mr(mrs[made]);
-		if (!(made % 4096))
-			cond_resched();
-	}
+	live_free(&l);
 	if (va)
 		fake_nv_free(proc, va);
-	if (win)
-		free_windows(win, nwin);
-	kvfree(mrs);
-}
-
-/*
- * Memory per live registration, by owner, from allocation profiling (struct held):
- * everything held by @live registrations of @size, the fake driver's share (its pins,
- * tables and mappings), the core's, and the rest, the client's (its records and SG
- * tables). The figure is the growth of what is held across making them, read to the
- * byte, so it does not depend on which slab pages were already partly used.
- */
-static void bench_memory(struct accounting *acc, u64 size, u32 live)
-{
-	struct held h0, h1;
-	struct fake_mr **mrs;
-	int nwin, made = 0;
-	u64 *win;
-
-	mrs = kvcalloc(live, sizeof(*mrs), GFP_KERNEL);
-	win = alloc_windows(div_u64(size, K64) * live, &nwin);
-	if (!mrs || !win || (u64)nwin * WINDOW < size * live) {
-		fail("memory setup", -ENOMEM);
-		goto out;
-	}
-	if (held_now(acc, &h0))
-		goto out;
-	for (made = 0; made < live; made++) {
-		mrs[made] = reg(window_at(win, made, size), size);
-		if (IS_ERR(mrs[made])) {
-			fail("memory registration", PTR_ERR(mrs[made]));
-			goto out;
-		}
-	}
-	if (held_now(acc, &h1))
-		goto out;
-	held_rows("memory", "bytes_per_reg_", size, live, &h0, &h1);
-out:
-	while (made-- > 0)
-		fake_core_dereg_mr(mrs[made]);
-	if (win)
-		free_windows(win, nwin);
-	kvfree(mrs);
 }
 
 /*
  * One registration as large as half an H100's BAR1 (64 GiB, 1,048,576 pages of
- * 64 KiB): its latency, SG entries and memory by owner (as bench_memory). The window
+ * 64 KiB): its latency, SG entries and memory by owner (as live_make). The window
  * is unbacked (synthetic bus addresses: nothing DMAs into it).
  */
-static void bench_huge(struct accounting *acc, u64 size)
+static void bench_huge(u64 size)
 {
 	struct held h0, h1;
 	struct fake_mr *mr;
@@ -647,7 +565,7 @@ static void bench_huge(struct accounting *acc, u64 size)
 		fail("huge setup", -ENOMEM);
 		return;
 	}
-	err = held_now(acc, &h0);
+	err = held_now(&h0);
 	t0 = now_ns();
 	mr = reg(va, size);
 	t1 = now_ns();
@@ -656,7 +574,7 @@ static void bench_huge(struct accounting *acc, u64 size)
 		goto out;
 	}
 	if (!err)
-		err = held_now(acc, &h1);
+		err = held_now(&h1);
 	nents = fake_core_mr_nents(mr);
 	t2 = now_ns();
 	fake_core_dereg_mr(mr);
@@ -677,12 +595,8 @@ static int bench_main(void *unused)
 	static const u64 sizes[] = { SZ_64K, SZ_2M, SZ_64M };
 	static const int iters[] = { 2000, 1000, 200 };
 	static const u32 costs[] = { 0, 50 };
-	/*
-	 * Up to every 64 KiB page of an H100's 128 GiB BAR1 held by its own registration,
-	 * and of an H200's 256 GiB (scale_max 4194304: the bench kit's KVM run, docs/bench).
-	 */
+	/* Up to every 64 KiB page of an H100's 128 GiB BAR1, and of an H200's 256 GiB. */
 	static const u32 scale_points[] = { 1000, 10000, 100000, 1000000, 2097152, 4194304 };
-	struct accounting acc = {};
 	struct fake_nv_config saved;
 	bool latency = !strcmp(series, "all") || !strcmp(series, "latency");
 	bool rest = !strcmp(series, "all") || !strcmp(series, "rest");
@@ -701,11 +615,15 @@ static int bench_main(void *unused)
 	}
 	fake_nv_proc_enter(proc);
 	if (rest) {
+		struct live l;
+
 		set_cost(0, true);
-		accounting_start(&acc);
-		bench_memory(&acc, SZ_64K, 20000);
-		bench_memory(&acc, SZ_64M, 1000);
-		accounting_stop(&acc);
+		profiling(true);
+		live_make(&l, "memory", SZ_64K, 20000);
+		live_free(&l);
+		live_make(&l, "memory", SZ_64M, 1000);
+		live_free(&l);
+		profiling(false);
 	}
 	for (c = 0; latency && c < ARRAY_SIZE(costs); c++) {
 		set_cost(costs[c], false);
@@ -720,9 +638,9 @@ static int bench_main(void *unused)
 	for (s = 0; s < ARRAY_SIZE(scale_points) && scale_points[s] <= scale_max; s++)
 		bench_scaling(scale_points[s], 300);
 	/* Last: its gigabytes of per-page arrays would disturb the timings above. */
-	accounting_start(&acc);
-	bench_huge(&acc, 64 * (u64)SZ_1G);
-	accounting_stop(&acc);
+	profiling(true);
+	bench_huge(64 * (u64)SZ_1G);
+	profiling(false);
 leave:
 	fake_nv_proc_leave(proc);
 	fake_nv_proc_exit(proc);
@@ -744,15 +662,16 @@ static int __init peermem_bench_init(void)
 	}
 	init_completion(&done);
 	allocinfo = filp_open("/proc/allocinfo", O_RDONLY, 0);
+	if (!IS_ERR(allocinfo))
+		held_buf = kvmalloc(HELD_BUF + 1, GFP_KERNEL);
 	t = kthread_run(bench_main, NULL, "peermem_bench");
-	if (IS_ERR(t)) {
-		if (!IS_ERR(allocinfo))
-			filp_close(allocinfo, NULL);
-		return PTR_ERR(t);
-	}
-	wait_for_completion(&done);
+	if (!IS_ERR(t))
+		wait_for_completion(&done);
+	kvfree(held_buf);
 	if (!IS_ERR(allocinfo))
 		filp_close(allocinfo, NULL);
+	if (IS_ERR(t))
+		return PTR_ERR(t);
 	pr_info("PEERMEM-BENCH-DONE,%s,%d\n", strategy, failures);
 	return failures ? -EIO : 0;
 }

@@ -1,14 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! `bench-report`: turns the peermem benchmark's QEMU console log into a report.
-//!
-//! The benchmark module prints `PEERMEM-BENCH,<strategy>,<group>,<metric>,<size_bytes>,
-//! <pin_cost_us>,<live>,<value>` rows on the serial console, for peermem and for the
-//! reference (nvidia-peermem's) strategy in the same run. This crate
-//!
-//! - [`parse`]s the rows out of the log (timestamps and other console output ignored),
-//! - prints a comparison table and checks the [`report`] targets (PASS/FAIL),
-//! - writes `results.csv` and four PNG [`plot`]s, drawn with plotters.
+//! `bench-report`: turns the peermem benchmark's console log (the `PEERMEM-BENCH` rows
+//! of peermem, the reference and the floor, tests/bench) into a report: it [`parse`]s
+//! the rows, prints a comparison table and the [`report`] targets (PASS/FAIL) of each
+//! mode, and writes `results.csv` and five PNG [`plot`]s.
 
 pub mod parse;
 pub mod plot;
@@ -53,10 +48,9 @@ pub fn parse_args(args: &[String]) -> Result<Options, clap::Error> {
 /// Writes `results.csv` and the plots into `dir`; returns the paths written.
 pub fn write_outputs(results: &parse::Results, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
-    let mut written = Vec::new();
     let csv = dir.join("results.csv");
     std::fs::write(&csv, report::csv(results))?;
-    written.push(csv);
+    let mut written = vec![csv];
     let plots: [(&str, plot::Plot); 5] = [
         ("latency.png", plot::latency),
         ("pairs.png", plot::pairs),
@@ -112,50 +106,25 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         );
         return EXIT_BAD_INPUT;
     }
-    // Each mode on its own: its table, targets and floor, and its outputs (callback
-    // mode in DIR, persistent mode, the default, in DIR/persistent). Both modes are
-    // targets: one the log lacks is a FAIL.
-    let mut targets = Vec::new();
-    let mut written = Vec::new();
+    // Each mode on its own: its table, targets and outputs (callback mode in DIR,
+    // persistent mode, the default, in DIR/persistent). A mode the log lacks FAILs.
+    let (mut targets, mut written) = (Vec::new(), Vec::new());
     for mode in parse::Mode::ALL {
-        let rows: Vec<parse::Row> = parsed
-            .rows
-            .iter()
-            .filter(|r| r.mode == mode)
-            .cloned()
-            .collect();
-        let _ = writeln!(out, "== {} mode ==\n", mode.as_str());
+        let mut rows = parsed.rows.clone();
+        rows.retain(|r| r.mode == mode);
+        let name = mode.as_str();
+        let _ = writeln!(out, "== {name} mode ==\n");
         if rows.is_empty() {
-            let t = report::Target::missing(format!("{} mode", mode.as_str()), "no rows");
+            let t = report::Target::missing(format!("{name} mode"), "no rows");
             let _ = writeln!(out, "{}", report::format_targets(std::slice::from_ref(&t)));
             targets.push(t);
             continue;
         }
         let results = parse::Results::new(rows);
         let mode_targets = report::evaluate(&results, mode);
-        let _ = write!(out, "{}", report::table(&results));
-        let _ = writeln!(out);
-        let _ = writeln!(out, "Targets ({} mode):", mode.as_str());
-        let _ = write!(out, "{}", report::format_targets(&mode_targets));
-        let paired = report::paired_lines(&results);
-        if !paired.is_empty() {
-            let _ = writeln!(
-                out,
-                "\nTurn by turn (the pairs without pin cost, each client's against the \
-                 reference's of the same turn, timed within seconds of each other):"
-            );
-            let _ = write!(out, "{paired}");
-        }
-        let floor = report::floor_lines(&results, mode);
-        if !floor.is_empty() {
-            let _ = writeln!(
-                out,
-                "\nFloor (one pin and nothing of its own beyond the reference's context and SG \
-                 table, measured in this run):"
-            );
-            let _ = write!(out, "{floor}");
-        }
-        let _ = writeln!(out);
+        let table = report::table(&results);
+        let list = report::format_targets(&mode_targets);
+        let _ = writeln!(out, "{table}\nTargets ({name} mode):\n{list}");
         let dir = match mode {
             parse::Mode::Callback => opts.out.clone(),
             parse::Mode::Persistent => opts.out.join("persistent"),

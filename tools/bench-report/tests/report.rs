@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! End-to-end runs of `bench-report` on the recorded console log.
+//! End-to-end runs of `bench-report` on a recorded console log: three rounds of the
+//! boots of scripts/bench-rounds (each with the scaling points above 100000 live) and,
+//! in the first, the pairs boot of each mode, three turns.
 
 use std::path::{Path, PathBuf};
 
@@ -16,256 +18,244 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-fn report(log: &Path, out: &Path) -> (i32, String, String) {
-    let (log, out) = (log.display().to_string(), out.display().to_string());
-    run_args(&[&log, "--out", &out])
-}
-
-/// Decodes a PNG file (checksums included): its size and RGB pixels.
-fn decode_png(path: &Path) -> (u32, u32, Vec<u8>) {
-    let file = std::fs::File::open(path).unwrap();
-    let mut reader = png::Decoder::new(std::io::BufReader::new(file))
-        .read_info()
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut pixels = vec![0; reader.output_buffer_size()];
-    let frame = reader
-        .next_frame(&mut pixels)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert_eq!(
-        (frame.color_type, frame.bit_depth),
-        (png::ColorType::Rgb, png::BitDepth::Eight),
-        "{}",
-        path.display()
-    );
-    pixels.truncate(frame.buffer_size());
-    (frame.width, frame.height, pixels)
-}
-
-#[test]
-fn fixture_passes_every_target_and_writes_outputs() {
-    let out = scratch("pass");
-    let (code, stdout, stderr) = report(Path::new(FIXTURE), &out);
-    assert_eq!(code, EXIT_PASS, "{stdout}\n{stderr}");
-    // The truncated row is reported, with its line number.
-    assert!(
-        stderr.contains("console.log:122: ignored malformed row"),
-        "{stderr}"
-    );
-    let line = |start: &str| {
-        let want: Vec<&str> = start.split_whitespace().collect();
-        stdout
-            .lines()
-            .map(|l| l.split_whitespace().collect::<Vec<_>>())
-            .find(|cells| cells.starts_with(&want))
-            .unwrap_or_else(|| panic!("no line {start}"))
-    };
-    assert_eq!(
-        line("latency  reg_mean_ns    64 MiB  50"),
-        [
-            "latency",
-            "reg_mean_ns",
-            "64",
-            "MiB",
-            "50",
-            "0",
-            "236020.80",
-            "1010245.10",
-            "0.234"
-        ]
-    );
-    assert_eq!(line("reuse")[4..], ["0", "1", "0", "2", "0.000"]);
-    assert!(stdout.contains("PASS  SG entries at 64 MiB: peermem <= 1/100 of reference: peermem 4 entries vs reference 1024 entries: ratio 0.004 (limit 0.01)"));
-    assert!(stdout.contains("PASS  scaling: peermem op_ns at 100000 live / at 1000 live <= 2: 7402.30 ns / 5120.40 ns = 1.45"));
-    assert!(stdout.contains("PASS  0 us pin cost, 64 KiB: peermem op_p99_ns (register+deregister) <= 1 x reference: peermem 8210.50 ns vs reference 15373.30 ns: ratio 0.534 (limit 1)"), "{stdout}");
-    assert!(stdout.contains("PASS  scaling: peermem op_ns at 2097152 live / at 1000 live <= 1.5: 7650.20 ns / 5120.40 ns = 1.49"), "{stdout}");
-    assert!(
-        stdout.contains(
-            "PASS  module bytes per live registration at 64 KiB: peermem <= 256 B: peermem 248 B"
-        ),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains(
-            "PASS  module bytes per live registration at 64 KiB: peermem <= 320 B: peermem 248 B"
-        ),
-        "{stdout}"
-    );
-    // Each mode has its section, persistent (the default) first; only callback mode has
-    // the reuse target.
-    let persistent = stdout
-        .find("== persistent mode ==")
-        .expect("persistent section");
-    let callback = stdout
-        .find("== callback mode ==")
-        .expect("callback section");
-    assert!(persistent < callback);
-    assert!(stdout.contains("Targets (persistent mode):"));
-    assert!(!stdout[..callback].contains("reuse"));
-    assert!(stdout.contains("22/22 targets passed"));
-    assert!(stdout.contains("23/23 targets passed"));
-    assert!(stdout.contains("Both modes: 45/45 targets passed"));
-    assert!(stdout.contains("PASS  64 GiB registration: peermem module memory <= 1/100 of reference: peermem 4096 B vs reference 33619968 B"), "{stdout}");
-
-    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
-    let lines: Vec<&str> = csv.lines().collect();
-    // 6 configurations x 2 strategies x 9 metrics, + 4 reg_max_ns, + 2 reuse,
-    // + 8 scaling, + 12 memory, + 2 huge, + 1 floor.
-    assert_eq!(lines.len(), 1 + 108 + 4 + 2 + 8 + 12 + 2 + 1);
-    assert_eq!(
-        lines[0],
-        "strategy,group,metric,size_bytes,pin_cost_us,live,value"
-    );
-    assert_eq!(lines[1], "peermem,latency,reg_mean_ns,65536,0,0,4210.5");
-    assert!(lines.contains(&"reference,latency,reg_max_ns,65536,50,0,337512"));
-    assert_eq!(
-        lines[lines.len() - 1],
-        "floor,latency,op_mean_ns,67108864,50,0,336770.5"
-    );
-    // Persistent mode's outputs in their own folder, the rows named as printed.
-    let csv = std::fs::read_to_string(out.join("persistent/results.csv")).unwrap();
-    let lines: Vec<&str> = csv.lines().collect();
-    assert_eq!(lines.len(), 1 + 108 + 4 + 8 + 12 + 2 + 1);
-    assert_eq!(
-        lines[1],
-        "peermem-persistent,latency,reg_mean_ns,65536,0,0,4210.5"
-    );
-    assert!(out.join("persistent/pairs.png").exists());
-
-    for name in [
-        "latency.png",
-        "pairs.png",
-        "pins.png",
-        "scaling.png",
-        "sg_memory.png",
-    ] {
-        let (w, h, pixels) = decode_png(&out.join(name));
-        assert_eq!((w, h), (WIDTH, HEIGHT), "{name}");
-        // Both series are drawn in their colours (bars or lines, and the legend).
-        for c in [PEERMEM, REFERENCE] {
-            let rgb = [c.0, c.1, c.2];
-            let n = pixels.chunks(3).filter(|p| *p == rgb).count();
-            assert!(n > 500, "{name}: {n} pixels of {rgb:?}");
-        }
-    }
-    let _ = std::fs::remove_dir_all(&out);
-}
-
-#[test]
-fn the_floor_is_printed_and_drawn() {
-    let dir = scratch("floor");
-    let fixture = std::fs::read_to_string(FIXTURE).unwrap();
-    // The floor at each latency configuration: 0.9 x the reference's pair.
-    let mut log = fixture.clone();
-    for line in fixture.lines() {
-        let Some(row) = line
-            .split("PEERMEM-BENCH,reference,latency,op_mean_ns,")
-            .nth(1)
-        else {
-            continue;
-        };
-        let (key, value) = row.rsplit_once(',').unwrap();
-        let value: f64 = value.parse().unwrap();
-        log.push_str(&format!(
-            "PEERMEM-BENCH,floor,latency,op_mean_ns,{key},{:.1}\n",
-            value * 0.9
-        ));
-    }
-    let path = dir.join("console.log");
-    std::fs::write(&path, log).unwrap();
-    let out = dir.join("out");
-    let (code, stdout, stderr) = report(&path, &out);
-    assert_eq!(code, EXIT_PASS, "{stdout}\n{stderr}");
-    assert!(
-        stdout.contains("\nFloor (one pin and nothing of its own"),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains(
-            "\n0 us pin cost, 64 KiB, op_mean_ns <= 1 x reference: floor 10643 ns = 0.900 x \
-             reference: leaves 1183 ns to a client's own work"
-        ),
-        "{stdout}"
-    );
-    // The floor's bars and legend in pairs.png; none in a plot without it.
-    let floor_pixels = |name: &str| {
-        let (_, _, pixels) = decode_png(&out.join(name));
-        let rgb = [FLOOR.0, FLOOR.1, FLOOR.2];
-        pixels.chunks(3).filter(|p| *p == rgb).count()
-    };
-    assert!(floor_pixels("pairs.png") > 500);
-    assert_eq!(floor_pixels("latency.png"), 0);
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-#[test]
-fn a_missed_target_exits_1() {
-    let dir = scratch("fail");
-    let log = std::fs::read_to_string(FIXTURE).unwrap().replace(
-        "PEERMEM-BENCH,peermem,scaling,op_ns,65536,0,100000,7402.3",
-        "PEERMEM-BENCH,peermem,scaling,op_ns,65536,0,100000,10250.0",
-    );
-    let path = dir.join("console.log");
-    std::fs::write(&path, log).unwrap();
-    let (code, stdout, _) = report(&path, &dir.join("out"));
-    assert_eq!(code, EXIT_FAIL);
-    assert!(stdout.contains("FAIL  scaling: peermem op_ns at 100000 live / at 1000 live <= 2: 10250 ns / 5120.40 ns = 2.00"), "{stdout}");
-    assert!(stdout.contains("22/23 targets passed"));
-    assert!(stdout.contains("Both modes: 44/45 targets passed"));
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-#[test]
-fn a_mode_missing_from_the_log_fails() {
-    let dir = scratch("one-mode");
-    let log: String = std::fs::read_to_string(FIXTURE)
-        .unwrap()
-        .lines()
-        .filter(|l| !l.contains("-persistent,"))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let path = dir.join("console.log");
-    std::fs::write(&path, log).unwrap();
-    let (code, stdout, _) = report(&path, &dir.join("out"));
-    assert_eq!(code, EXIT_FAIL);
-    assert!(
-        stdout.contains("FAIL  persistent mode: not measured (no rows)"),
-        "{stdout}"
-    );
-    assert!(stdout.contains("23/23 targets passed"), "{stdout}");
-    assert!(
-        stdout.contains("Both modes: 23/24 targets passed"),
-        "{stdout}"
-    );
-    assert!(!dir.join("out/persistent").exists());
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-#[test]
-fn no_rows_or_no_log_exits_2() {
-    let dir = scratch("bad");
-    let path = dir.join("empty.log");
-    std::fs::write(&path, "[    1.0] Linux booted\nno benchmark here\n").unwrap();
-    let (code, stdout, stderr) = report(&path, &dir.join("out"));
-    assert_eq!(code, EXIT_BAD_INPUT);
-    assert!(stdout.is_empty());
-    assert!(stderr.contains("no PEERMEM-BENCH rows"), "{stderr}");
-    assert!(!dir.join("out").exists());
-    let (code, _, stderr) = report(&dir.join("missing.log"), &dir.join("out"));
-    assert_eq!(code, EXIT_BAD_INPUT);
-    assert!(stderr.contains("missing.log"));
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
 /// Runs with `args`: (exit code, stdout, stderr).
 fn run_args(args: &[&str]) -> (i32, String, String) {
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     let (mut o, mut e) = (Vec::new(), Vec::new());
     let code = run(&args, &mut o, &mut e);
-    (
-        code,
-        String::from_utf8(o).unwrap(),
-        String::from_utf8(e).unwrap(),
-    )
+    let text = |v| String::from_utf8(v).unwrap();
+    (code, text(o), text(e))
+}
+
+/// The report of the fixture changed by `edit`, written into a scratch folder `name`.
+fn report_of(name: &str, edit: impl Fn(&str) -> String) -> (i32, String, String, PathBuf) {
+    let dir = scratch(name);
+    let log = dir.join("console.log");
+    std::fs::write(&log, edit(&std::fs::read_to_string(FIXTURE).unwrap())).unwrap();
+    let out = dir.join("out");
+    let (code, stdout, stderr) = run_args(&[log.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    (code, stdout, stderr, out)
+}
+
+/// The number of pixels of colour `c` in the PNG file at `path` (8-bit RGB, of the
+/// plots' size).
+fn pixels_of(path: &Path, c: plotters::style::RGBColor) -> usize {
+    let file = std::fs::File::open(path).unwrap();
+    let mut reader = png::Decoder::new(std::io::BufReader::new(file))
+        .read_info()
+        .unwrap();
+    let mut pixels = vec![0; reader.output_buffer_size()];
+    let frame = reader.next_frame(&mut pixels).unwrap();
+    assert_eq!((frame.width, frame.height), (WIDTH, HEIGHT));
+    assert_eq!(
+        (frame.color_type, frame.bit_depth),
+        (png::ColorType::Rgb, png::BitDepth::Eight)
+    );
+    pixels[..frame.buffer_size()]
+        .chunks(3)
+        .filter(|p| *p == [c.0, c.1, c.2])
+        .count()
+}
+
+#[test]
+fn fixture_passes_every_target_and_writes_outputs() {
+    let (code, stdout, stderr, out) = report_of("pass", str::to_string);
+    assert_eq!(code, EXIT_PASS, "{stdout}\n{stderr}");
+    // The row cut by other console output is reported, with its line number.
+    assert!(
+        stderr.contains("console.log:14: ignored malformed row"),
+        "{stderr}"
+    );
+    let cells = |start: &str| {
+        let want: Vec<&str> = start.split_whitespace().collect();
+        let mut lines = stdout.lines().map(|l| l.split_whitespace().collect());
+        lines
+            .rfind(|c: &Vec<&str>| c.starts_with(&want))
+            .expect(start)
+    };
+    assert_eq!(cells("reuse")[4..], ["0", "1", "0", "2", "0.000"]);
+    assert_eq!(
+        cells("scaling op_ns 64 KiB 0 4194304")[6..],
+        ["1800", "1750", "1.029"]
+    );
+    for line in [
+        "PASS  peermem covered re-registration pins = 0 (reuse): 0.00 pins",
+        // The medians of all runs (the host three times slower in the second turn) ...
+        "PASS  64 KiB latency op_mean_ns, 0 us pin cost: peermem <= 1 x reference, <= 1.1 x \
+         floor: peermem 1927.80 ns: 0.918 x reference (2100 ns), 1.080 x floor (1785 ns)",
+        // ... and turn by turn, where the floor's room shows.
+        "PASS  64 KiB latency op_mean_ns, 0 us pin cost: peermem <= 1 x reference, <= 1.1 x \
+         floor (turn by turn): 0.900 x reference, 1.059 x floor (median over 3 turns); floor \
+         0.850 x reference",
+        "PASS  64 MiB latency op_mean_ns, 50 us pin cost: peermem <= 1.05 x floor: peermem \
+         133875 ns: 1.037 x floor (129150 ns)",
+        "PASS  64 KiB latency op_mean_ns, 50 us pin cost: peermem <= 0.52 x reference: peermem \
+         110313 ns: 0.518 x reference (213150 ns); floor 107100 ns = 0.502 x reference",
+        "PASS  64 KiB memory bytes_per_reg_module: peermem <= 128 B: peermem 128 B; floor 128 B \
+         = 1.000 x reference",
+        "PASS  64 KiB memory bytes_per_reg_module: peermem <= 256 B: peermem 248 B",
+        "PASS  64 KiB memory bytes_per_reg_total: peermem <= 1 x reference: peermem 840 B: 0.991 \
+         x reference (848 B)",
+        "PASS  64 GiB huge bytes_module: peermem <= 0.01 x reference: peermem 1248 B: 3.7e-5 x \
+         reference (33619968 B)",
+        "PASS  scaling: peermem op_ns at 4194304 live <= 1.5 x at 1000 live of the same boot, \
+         every boot above 100000 live: 1.44, 1.42, 1.42 in 3 boots (worst 1.44)",
+    ] {
+        assert!(stdout.contains(line), "{line}\n{stdout}");
+    }
+    // Each mode has its section, persistent (the default) first; only callback mode has
+    // the reuse target.
+    let persistent = stdout.find("== persistent mode ==").unwrap();
+    let callback = stdout.find("== callback mode ==").unwrap();
+    assert!(persistent < callback);
+    assert!(!stdout[..callback].contains("reuse"));
+    assert_eq!(stdout.matches("26/26 targets passed").count(), 2);
+    assert!(stdout.contains("Both modes: 52/52 targets passed"));
+
+    // Every row of a mode, in log order, named as printed.
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 1 + 453);
+    assert_eq!(
+        lines[0],
+        "strategy,group,metric,size_bytes,pin_cost_us,live,value"
+    );
+    assert_eq!(
+        lines[1],
+        "peermem,memory,bytes_per_reg_total,65536,0,20000,976"
+    );
+    let csv = std::fs::read_to_string(out.join("persistent/results.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 1 + 444);
+    assert_eq!(
+        lines[1],
+        "peermem-persistent,memory,bytes_per_reg_total,65536,0,20000,840"
+    );
+
+    for dir in [out.clone(), out.join("persistent")] {
+        for name in [
+            "latency.png",
+            "pairs.png",
+            "pins.png",
+            "scaling.png",
+            "sg_memory.png",
+        ] {
+            // Both clients are drawn in their colours (bars, and the legend).
+            for c in [PEERMEM, REFERENCE] {
+                let n = pixels_of(&dir.join(name), c);
+                assert!(n > 500, "{name}: {n} pixels of {c:?}");
+            }
+        }
+        // The floor's bars and legend in pairs.png; none in a plot without it.
+        assert!(pixels_of(&dir.join("pairs.png"), FLOOR) > 500);
+        assert_eq!(pixels_of(&dir.join("latency.png"), FLOOR), 0);
+    }
+    let _ = std::fs::remove_dir_all(out.parent().unwrap());
+}
+
+#[test]
+fn a_same_boot_scaling_ratio_fails_in_one_repetition_though_the_medians_pass() {
+    // The second round's callback-mode boot of peermem: 1100 ns at 1000 live instead
+    // of 1200, against 1700 at 4194304 live in the same boot.
+    let (code, stdout, _, out) = report_of("boot", |log| {
+        log.replace(
+            "PEERMEM-BENCH,peermem,scaling,op_ns,65536,0,1000,1200\n",
+            "PEERMEM-BENCH,peermem,scaling,op_ns,65536,0,1000,1100\n",
+        )
+    });
+    assert_eq!(code, EXIT_FAIL);
+    // The medians of the three boots: 1800 ns against 1250 ns, 1.44 x.
+    let callback = &stdout[stdout.find("== callback mode ==").unwrap()..];
+    assert!(callback.contains("0     1000      1250"), "{callback}");
+    assert!(callback.contains("0  4194304      1800"), "{callback}");
+    assert!(
+        callback.contains(
+            "FAIL  scaling: peermem op_ns at 4194304 live <= 1.5 x at 1000 live of the same \
+             boot, every boot above 100000 live: 1.44, 1.55, 1.42 in 3 boots (worst 1.55)"
+        ),
+        "{callback}"
+    );
+    assert!(callback.contains(
+        "PASS  scaling: peermem op_ns at 2097152 live <= 1.5 x at 1000 live of the same boot, \
+         every boot above 100000 live: 1.36, 1.50, 1.35 in 3 boots (worst 1.50)"
+    ));
+    assert!(stdout.contains("Both modes: 51/52 targets passed"));
+    let _ = std::fs::remove_dir_all(out.parent().unwrap());
+
+    // A boot that measured above 100000 live but not the point: not measured.
+    let (code, stdout, _, out) = report_of("point", |log| {
+        let point = "PEERMEM-BENCH,peermem,scaling,op_ns,65536,0,4194304,1850\n";
+        log.lines()
+            .filter(|l| !format!("{l}\n").ends_with(point))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    });
+    assert_eq!(code, EXIT_FAIL);
+    assert!(
+        stdout.contains("every boot above 100000 live: not measured (live=4194304 in boot 3 of 3)"),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_dir_all(out.parent().unwrap());
+}
+
+#[test]
+fn a_pair_within_the_reference_but_not_within_10_percent_of_the_floor_fails() {
+    // The callback-mode floor's 64 KiB pair without pin cost 15 % faster in every turn.
+    let floor = "PEERMEM-BENCH,floor,latency,op_mean_ns,65536,0,0,";
+    let (code, stdout, _, out) = report_of("floor", |log| {
+        let faster = |l: &str| match l.split_once(floor) {
+            Some((at, v)) => format!("{at}{floor}{:.1}", v.parse::<f64>().unwrap() * 0.85),
+            None => l.to_string(),
+        };
+        log.lines().map(|l| faster(l) + "\n").collect()
+    });
+    assert_eq!(code, EXIT_FAIL);
+    let callback = &stdout[stdout.find("== callback mode ==").unwrap()..];
+    for line in [
+        "FAIL  64 KiB latency op_mean_ns, 0 us pin cost: peermem <= 1 x reference, <= 1.1 x \
+         floor: peermem 1927.80 ns: 0.918 x reference (2100 ns), 1.271 x floor (1517.20 ns)",
+        "FAIL  64 KiB latency op_mean_ns, 0 us pin cost: peermem <= 1 x reference, <= 1.1 x \
+         floor (turn by turn): 0.900 x reference, 1.246 x floor (median over 3 turns); floor \
+         0.723 x reference",
+    ] {
+        assert!(callback.contains(line), "{line}\n{callback}");
+    }
+    assert!(stdout.contains("Both modes: 50/52 targets passed"));
+    let _ = std::fs::remove_dir_all(out.parent().unwrap());
+}
+
+#[test]
+fn a_mode_missing_from_the_log_fails() {
+    let (code, stdout, _, out) = report_of("one-mode", |log| {
+        let callback = log.lines().filter(|l| !l.contains("-persistent,"));
+        callback.map(|l| format!("{l}\n")).collect()
+    });
+    assert_eq!(code, EXIT_FAIL);
+    assert!(
+        stdout.contains("FAIL  persistent mode: not measured (no rows)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("26/26 targets passed"), "{stdout}");
+    assert!(
+        stdout.contains("Both modes: 26/27 targets passed"),
+        "{stdout}"
+    );
+    assert!(!out.join("persistent").exists());
+    let _ = std::fs::remove_dir_all(out.parent().unwrap());
+}
+
+#[test]
+fn no_rows_or_no_log_exits_2() {
+    let (code, stdout, stderr, out) = report_of("bad", |_| "[    1.0] Linux booted\n".into());
+    assert_eq!(code, EXIT_BAD_INPUT);
+    assert!(stdout.is_empty());
+    assert!(stderr.contains("no PEERMEM-BENCH rows"), "{stderr}");
+    assert!(!out.exists());
+    let missing = out.with_file_name("missing.log");
+    let (code, _, stderr) = run_args(&[missing.to_str().unwrap()]);
+    assert_eq!(code, EXIT_BAD_INPUT);
+    assert!(stderr.contains("missing.log"));
+    let _ = std::fs::remove_dir_all(out.parent().unwrap());
 }
 
 #[test]
