@@ -7,7 +7,8 @@
 //! - `pins`: a `#` header, then one line per live pin:
 //!   `id tgid mode start end bytes users state space`, where `space` identifies the
 //!   address space (its mm, salted, without showing a kernel address; the thread group
-//!   has its own column).
+//!   has its own column). A persistent pin's line has no `space`: nothing looks it up
+//!   by its address space, and its record keeps only the thread group.
 //! - `params`: the module parameters as `name value` lines (`persistent_api_support`,
 //!   `peerdirect_support`), a fallback for `peermem doctor` when
 //!   /sys/module/<name>/parameters cannot be read.

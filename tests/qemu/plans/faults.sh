@@ -26,25 +26,28 @@ FI=/sys/kernel/debug
 FSS=peermem_faults_sites
 FKMSG=/tmp/peermem-faults.kmsg
 
-# The allocation sites of a registration in callback mode, "label pattern". Each
-# failure whose innermost module frame is peermem's is classified by the patterns
-# (awk regexes) matching "ALLOC|OWNER": ALLOC is that innermost peermem frame (often
-# a kernel-crate generic instantiated for peermem's type, whose mangled name says
-# what is allocated: UniqueArc<User>::new_uninit, RBTreeNode<PinKey, ...>::new),
-# OWNER the innermost frame of peermem's own code (a Rust path of the peermem crate,
-# or a glue.c function). A registration in callback mode allocates at these sites
-# only: the core carries the user itself as its context, a pin is one record (the
-# registry and the users hold handles of it; both modes' records hold the client's
-# PinUsers, and both pinning functions are inlined into acquire, so one site counts
-# the pin records of both modes: the suite registers in both), a pin's users are
-# linked through the users (kernel::list), a pin's first DMA mapping is recorded in place,
-# and the SG list is built from the driver's addresses in place, in one allocation.
-# Module init and debugfs allocate too, but only at load, outside the suite; the
-# reference strategy (the drop-in's probe pin) is not run either.
+# The allocation sites of a registration, "label pattern". Each failure whose
+# innermost module frame is peermem's is classified by the patterns (awk regexes)
+# matching "ALLOC|OWNER": ALLOC is that innermost peermem frame (often a kernel-crate
+# generic instantiated for peermem's type, whose mangled name says what is
+# allocated: UniqueArc<...>::new_uninit, RBTreeNode<PinKey, ...>::new), OWNER the
+# innermost frame of peermem's own code (a Rust path of the peermem crate, or a glue.c
+# function). The suite registers in both modes. A callback registration allocates its
+# record (the core carries it as its context), a new pin's record (PinShared, with the
+# client's PinUsers; the registry and the users hold handles of it) and its registry
+# node; a persistent registration allocates one record, itself with its pin; both
+# build their SG list from the driver's addresses in place, in one allocation. The two
+# registrations' records are the same size, so their UniqueArc::new_uninit may be one
+# function under either name: they are told apart by their owner. A pin's users are
+# linked through the users (kernel::list), and a pin's first DMA mapping is recorded
+# in place (only a second one, of concurrent maps, allocates). Module init and debugfs
+# allocate too, but only at load, outside the suite; the reference strategy (the
+# drop-in's probe pin) is not run either.
 FAULT_SITES='
-client::User::new(ListArc<User>)                ^[^|]*9UniqueArc[^|]*4User
+client::user::User::new(ListArc<User>)          ^[^|]*9UniqueArc[^|]*[|][^|]*4User3new
+client::persistent::PersistentUser::new(ListArc) ^[^|]*9UniqueArc[^|]*[|][^|]*14PersistentUser3new
 registry::Registry::insert(RBTreeNode)          ^[^|]*10RBTreeNode
-nv_p2p::NvP2p::pin{,_persistent}(Arc<PinShared<PinUsers>>) ^[^|]*9PinShared[^|]*8PinUsers
+nv_p2p::NvP2p::pin(Arc<PinShared<PinUsers>>)    ^[^|]*9PinShared[^|]*8PinUsers
 glue.c:peermem_sg_alloc(sg_alloc_table)         [|]peermem_sg_alloc$
 '
 
