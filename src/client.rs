@@ -91,6 +91,16 @@ pub(crate) use persistent::Persistent;
 use persistent::PersistentUser;
 use sg::sg_entries;
 
+// A registration's record of either mode with its `Arc` count fits a 96-byte
+// allocation, with the locks as production kernels lay them out (lock debugging makes
+// every lock larger): with an SG list of one entry (32 bytes), a persistent
+// registration holds 128 bytes of this module's.
+#[cfg(not(any(CONFIG_DEBUG_LOCK_ALLOC, CONFIG_DEBUG_MUTEXES, CONFIG_DEBUG_SPINLOCK)))]
+const _: () = assert!(
+    size_of::<user::User>() <= 88 && size_of::<PersistentUser>() <= 88,
+    "a registration's record must fit a 96-byte allocation"
+);
+
 /// A callback pin: one owner handle of the driver pin, as the registry and the
 /// registrations it covers hold it.
 pub(crate) type CallbackPin = GpuPin<PinUsers>;

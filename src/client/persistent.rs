@@ -123,15 +123,6 @@ pub(crate) struct PersistentUser {
     links: ListLinks,
 }
 
-// The record with its `Arc` count fits a 96-byte allocation, with the locks as
-// production kernels lay them out (lock debugging makes every lock larger): with an SG
-// list of one entry (32 bytes), a registration holds 128 bytes of this module's.
-#[cfg(not(any(CONFIG_DEBUG_LOCK_ALLOC, CONFIG_DEBUG_MUTEXES, CONFIG_DEBUG_SPINLOCK)))]
-const _: () = assert!(
-    size_of::<PersistentUser>() <= 88,
-    "a persistent registration must fit a 96-byte allocation"
-);
-
 // The one `ListArc` of a pinned registration is made with it and handed to the list of
 // persistent registrations.
 impl_list_arc_safe! {

@@ -81,14 +81,6 @@ pub(crate) struct User {
     links: ListLinks,
 }
 
-// The record with its `Arc` count fits a 96-byte allocation, with the locks as
-// production kernels lay them out (lock debugging makes every lock larger).
-#[cfg(not(any(CONFIG_DEBUG_LOCK_ALLOC, CONFIG_DEBUG_MUTEXES, CONFIG_DEBUG_SPINLOCK)))]
-const _: () = assert!(
-    size_of::<User>() <= 88,
-    "a registration's record must fit a 96-byte allocation"
-);
-
 // The one `ListArc` of a user is made with it and handed to its pin's users list.
 impl_list_arc_safe! {
     impl ListArcSafe<0> for User { untracked; }
