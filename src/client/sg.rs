@@ -28,7 +28,8 @@ pub(super) fn sg_entries(
         .ok_or(EINVAL)?;
     Ok(SgEntries {
         pages,
-        cap: max_seg.clamp(GPU_PAGE_SIZE, MAX_SG_ENTRY) & !(GPU_PAGE_SIZE - 1),
+        // At least one page; `MAX_SG_ENTRY` pages fit in a `usize`.
+        cap: (max_seg.clamp(GPU_PAGE_SIZE, MAX_SG_ENTRY) / GPU_PAGE_SIZE) as usize,
     })
 }
 
@@ -37,27 +38,30 @@ pub(super) fn sg_entries(
 pub(super) struct SgEntries<'a> {
     /// The DMA addresses of the pages not yet in an entry.
     pages: &'a [u64],
-    /// The longest entry: a multiple of 64 KiB, at least one page.
-    cap: u64,
+    /// The longest entry, in pages: at least one, below 4 GiB in bytes.
+    cap: usize,
 }
 
 impl Iterator for SgEntries<'_> {
     type Item = (u64, u32);
 
+    #[inline]
     fn next(&mut self) -> Option<(u64, u32)> {
-        let (&start, rest) = self.pages.split_first()?;
-        let mut len = GPU_PAGE_SIZE;
+        let &start = self.pages.first()?;
         let mut taken = 1;
-        for &a in rest {
-            if start.checked_add(len) != Some(a) || len + GPU_PAGE_SIZE > self.cap {
+        let mut expect = start;
+        for &a in &self.pages[1..self.pages.len().min(self.cap)] {
+            expect = expect.wrapping_add(GPU_PAGE_SIZE);
+            // Below a page: wrapped past the end of the address space, which no entry
+            // crosses.
+            if a != expect || expect < GPU_PAGE_SIZE {
                 break;
             }
-            len += GPU_PAGE_SIZE;
             taken += 1;
         }
         self.pages = &self.pages[taken..];
-        // `cap` is below 4 GiB.
-        Some((start, len as u32))
+        // `taken` is at most `cap` pages: below 4 GiB.
+        Some((start, (taken as u64 * GPU_PAGE_SIZE) as u32))
     }
 }
 
@@ -120,6 +124,17 @@ mod tests {
         assert_eq!(len.len(), 5);
         let (_, len) = split(sg_entries(&addrs, pin, pin, u64::MAX)?)?;
         assert_eq!(&len[..], &[(5 * P) as u32]);
+        Ok(())
+    }
+
+    #[test]
+    fn no_entry_wraps_past_the_end_of_the_address_space() -> Result {
+        let pin = range(0x10_0000, 3)?;
+        let top = u64::MAX - P + 1;
+        let addrs = [top - P, top, 0];
+        let (dma, len) = split(sg_entries(&addrs, pin, pin, 1 << 31)?)?;
+        assert_eq!(&dma[..], &[top - P, 0]);
+        assert_eq!(&len[..], &[(2 * P) as u32, P as u32]);
         Ok(())
     }
 

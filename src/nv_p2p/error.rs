@@ -19,8 +19,8 @@ pub(crate) enum BadAnswer {
     PageSize(u32),
     /// Another number of entries than pages asked for.
     Entries(u32),
-    /// A null page array or entry, or null DMA addresses.
-    NullEntry,
+    /// A null page array, or null DMA addresses.
+    NullArray,
 }
 
 /// The fields a page table and a DMA mapping both have, as the driver filled them in.
@@ -59,7 +59,7 @@ impl Header {
             return Err(BadAnswer::Entries(entries));
         }
         if no_array {
-            return Err(BadAnswer::NullEntry);
+            return Err(BadAnswer::NullArray);
         }
         Ok(())
     }

@@ -236,10 +236,11 @@ mod suite {
         t.raw.page_size = bindings::nvidia_p2p_page_size_type_NVIDIA_P2P_PAGE_SIZE_4KB;
         assert_eq!(check(&t, 2), Err(BadAnswer::PageSize(0)));
         let mut t = table(0x0002_0000, 2)?;
+        // The page entries are never read (the DMA mapping has the addresses).
         t.ptrs[1] = core::ptr::null_mut();
-        assert_eq!(check(&t, 2), Err(BadAnswer::NullEntry));
+        assert_eq!(check(&t, 2), Ok(()));
         t.raw.pages = core::ptr::null_mut();
-        assert_eq!(check(&t, 2), Err(BadAnswer::NullEntry));
+        assert_eq!(check(&t, 2), Err(BadAnswer::NullArray));
         Ok(())
     }
 
@@ -267,7 +268,7 @@ mod suite {
         assert_eq!(read(&m, 3).err(), Some(BadAnswer::Version(0x0002_0002)));
         m.version = bindings::NVIDIA_P2P_DMA_MAPPING_VERSION;
         m.dma_addresses = core::ptr::null_mut();
-        assert_eq!(read(&m, 3).err(), Some(BadAnswer::NullEntry));
+        assert_eq!(read(&m, 3).err(), Some(BadAnswer::NullArray));
         // SAFETY: a null pointer is allowed.
         let null = unsafe { dma_addresses(core::ptr::null(), 1) };
         assert_eq!(null.err(), Some(BadAnswer::Null));
