@@ -63,6 +63,28 @@ impl Iterator for SgEntries<'_> {
         // `taken` is at most `cap` pages: below 4 GiB.
         Some((start, (taken as u64 * GPU_PAGE_SIZE) as u32))
     }
+
+    /// The number of entries left. Where no run can exceed `cap` pages it is one more
+    /// than the breaks between pages, counted in one pass without branching on them
+    /// (the SG list counts before it fills).
+    fn count(self) -> usize {
+        if self.pages.len() > self.cap {
+            return self.fold(0, |n, _| n + 1);
+        }
+        let Some((&first, rest)) = self.pages.split_first() else {
+            return 0;
+        };
+        let mut prev = first;
+        let mut n: usize = 1;
+        for &a in rest {
+            let expect = prev.wrapping_add(GPU_PAGE_SIZE);
+            // A break where `next` ends an entry: not the next page, or past the end of
+            // the address space. At most one per page: no overflow.
+            n = n.wrapping_add(usize::from(a != expect || expect < GPU_PAGE_SIZE));
+            prev = a;
+        }
+        n
+    }
 }
 
 #[cfg(peermem_kunit)]
@@ -135,6 +157,28 @@ mod tests {
         let (dma, len) = split(sg_entries(&addrs, pin, pin, 1 << 31)?)?;
         assert_eq!(&dma[..], &[top - P, 0]);
         assert_eq!(&len[..], &[(2 * P) as u32, P as u32]);
+        Ok(())
+    }
+
+    #[test]
+    fn the_count_is_the_number_of_entries() -> Result {
+        let top = u64::MAX - P + 1;
+        let runs: [&[u64]; 5] = [
+            &[0, P, 2 * P, 3 * P],
+            &[0, P, 5 * P, 6 * P, 9 * P],
+            &[top - P, top, 0, P],
+            &[7 * P, 6 * P, 5 * P],
+            &[P],
+        ];
+        for addrs in runs {
+            let pin = range(0x10_0000, addrs.len() as u64)?;
+            // Above, at and below the run lengths: the cap's split counted too.
+            for max_seg in [1 << 31, 2 * P, P] {
+                let entries = sg_entries(addrs, pin, pin, max_seg)?;
+                let (dma, _) = split(entries.clone())?;
+                assert_eq!(entries.count(), dma.len());
+            }
+        }
         Ok(())
     }
 
