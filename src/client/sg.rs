@@ -42,6 +42,14 @@ pub(super) struct SgEntries<'a> {
     cap: usize,
 }
 
+/// Whether the page at `a` continues a run whose next page is expected at `expect`, the
+/// last page's address plus 64 KiB, wrapping: below a page, the run reached the end of
+/// the address space, which no entry crosses.
+#[inline]
+fn continues(expect: u64, a: u64) -> bool {
+    a == expect && expect >= GPU_PAGE_SIZE
+}
+
 impl Iterator for SgEntries<'_> {
     type Item = (u64, u32);
 
@@ -52,9 +60,7 @@ impl Iterator for SgEntries<'_> {
         let mut expect = start;
         for &a in &self.pages[1..self.pages.len().min(self.cap)] {
             expect = expect.wrapping_add(GPU_PAGE_SIZE);
-            // Below a page: wrapped past the end of the address space, which no entry
-            // crosses.
-            if a != expect || expect < GPU_PAGE_SIZE {
+            if !continues(expect, a) {
                 break;
             }
             taken += 1;
@@ -77,10 +83,8 @@ impl Iterator for SgEntries<'_> {
         let mut prev = first;
         let mut n: usize = 1;
         for &a in rest {
-            let expect = prev.wrapping_add(GPU_PAGE_SIZE);
-            // A break where `next` ends an entry: not the next page, or past the end of
-            // the address space. At most one per page: no overflow.
-            n = n.wrapping_add(usize::from(a != expect || expect < GPU_PAGE_SIZE));
+            // A break where `next` ends an entry. At most one per page: no overflow.
+            n = n.wrapping_add(usize::from(!continues(prev.wrapping_add(GPU_PAGE_SIZE), a)));
             prev = a;
         }
         n
