@@ -32,7 +32,10 @@ use kernel::{
     new_mutex,
     prelude::*,
     sync::{
-        atomic::Relaxed,
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
         Arc,
         ArcBorrow,
         CondVar,
@@ -271,6 +274,10 @@ pub(crate) struct Pins {
     /// `pins` file is written under it, however long the list.
     #[pin]
     persistent: Mutex<List<PersistentUser>>,
+    /// The numbers of pins of both modes, from 1 (64 bits do not run out: never 0, never
+    /// `u64::MAX`): a callback pin's key in the registry, a persistent pin's in the
+    /// `pins` file.
+    next_id: Atomic<u64>,
 }
 
 impl Pins {
@@ -279,7 +286,13 @@ impl Pins {
         pin_init!(Pins {
             registry <- Registry::new(),
             persistent <- new_mutex!(List::new(), "peermem_persistent"),
+            next_id: Atomic::new(1),
         })
+    }
+
+    /// A new pin's number.
+    fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Relaxed)
     }
 
     /// Unlinks the callback pin with `key`, if still linked.

@@ -20,13 +20,7 @@ use kernel::{
         RBTree,
         RBTreeNode, //
     },
-    sync::{
-        atomic::{
-            Atomic,
-            Relaxed, //
-        },
-        Mutex, //
-    }, //
+    sync::Mutex, //
 };
 
 use crate::{
@@ -83,7 +77,7 @@ impl PinKey {
         self.start <= range.start() && range.end() <= self.start.saturating_add(len)
     }
 
-    /// The pin's id, unique for the registry's life and never 0.
+    /// The pin's id, unique among linked pins and never 0 (`Pins::next_id`).
     pub(crate) fn id(&self) -> u64 {
         self.id
     }
@@ -117,7 +111,6 @@ pub(crate) trait Entry: Clone + Send + Sync + Unpin {
 pub(crate) struct Registry<V: Entry> {
     #[pin]
     tree: Mutex<RBTree<PinKey, V>>,
-    next_id: Atomic<u64>,
 }
 
 impl<V: Entry> Registry<V> {
@@ -125,19 +118,12 @@ impl<V: Entry> Registry<V> {
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(Self {
             tree <- new_mutex!(RBTree::new(), "peermem_registry"),
-            next_id: Atomic::new(1),
         })
     }
 
-    /// A new id from the registry's sequence (never 0, never `u64::MAX`: 64 bits do not
-    /// run out): each linked pin's, and the number of a pin listed elsewhere.
-    pub(crate) fn next_id(&self) -> u64 {
-        self.next_id.fetch_add(1, Relaxed)
-    }
-
-    /// Links `pin` under `space` and its range; returns its key.
-    pub(crate) fn insert(&self, space: SpaceId, pin: V) -> Result<PinKey> {
-        let id = self.next_id();
+    /// Links `pin` under `space` and its range, numbered `id`; returns its key. `id` is
+    /// unique among linked pins (the numbers of `Pins::next_id`): keys differ by it.
+    pub(crate) fn insert(&self, space: SpaceId, id: u64, pin: V) -> Result<PinKey> {
         let key = PinKey::new(space, pin.range(), id);
         let node = RBTreeNode::new(key, pin, GFP_KERNEL)?;
         self.tree.lock().insert(node);
@@ -192,7 +178,13 @@ impl<V: Entry> Registry<V> {
 mod tests {
     use super::*;
     use crate::range::GPU_PAGE_SIZE as P;
-    use kernel::sync::Arc;
+    use kernel::sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Arc, //
+    };
 
     struct Fake {
         range: GpuRange,
@@ -270,7 +262,7 @@ mod tests {
         assert!(!huge.covers(r(0, 1 << 32)?));
         // The search decides from the keys: up to the pin's last page, not past it.
         let reg = reg()?;
-        reg.insert(A, pin(10, 10)?)?;
+        reg.insert(A, 1, pin(10, 10)?)?;
         assert!(reg.find_covering(A, r(19, 1)?).is_some());
         assert!(reg.find_covering(A, r(20, 1)?).is_none());
         Ok(())
@@ -280,7 +272,7 @@ mod tests {
     fn finds_exact_and_covering_pins() -> Result {
         let reg = reg()?;
         let big = pin(10, 10)?;
-        reg.insert(A, big.clone())?;
+        reg.insert(A, 1, big.clone())?;
         let found = reg.find_covering(A, r(12, 3)?).ok_or(ENOENT)?;
         assert!(Arc::ptr_eq(&found, &big));
         assert!(reg.find_covering(A, r(10, 10)?).is_some());
@@ -294,7 +286,7 @@ mod tests {
     #[test]
     fn spaces_separate_pins() -> Result {
         let reg = reg()?;
-        reg.insert(A, pin(0, 8)?)?;
+        reg.insert(A, 1, pin(0, 8)?)?;
         assert!(reg.find_covering(B, r(1, 1)?).is_none());
         let other_mm = SpaceId {
             mm: 0x2000,
@@ -309,8 +301,8 @@ mod tests {
         let reg = reg()?;
         let dead = pin(0, 8)?;
         let live = pin(0, 8)?;
-        reg.insert(A, live.clone())?;
-        let dkey = reg.insert(A, dead.clone())?;
+        reg.insert(A, 1, live.clone())?;
+        let dkey = reg.insert(A, 2, dead.clone())?;
         dead.usable.store(false, Relaxed);
         let found = reg.find_covering(A, r(2, 2)?).ok_or(ENOENT)?;
         assert!(Arc::ptr_eq(&found, &live));
@@ -323,9 +315,9 @@ mod tests {
     #[test]
     fn a_covering_pin_behind_small_ones_is_found_within_the_scan() -> Result {
         let reg = reg()?;
-        reg.insert(A, pin(0, 100)?)?;
+        reg.insert(A, 1, pin(0, 100)?)?;
         for i in 1..(SCAN as u64 - 1) {
-            reg.insert(A, pin(i, 1)?)?;
+            reg.insert(A, i + 1, pin(i, 1)?)?;
         }
         assert!(reg.find_covering(A, r(50, 10)?).is_some());
         Ok(())
@@ -334,9 +326,9 @@ mod tests {
     #[test]
     fn the_scan_is_bounded() -> Result {
         let reg = reg()?;
-        reg.insert(A, pin(0, 1000)?)?;
+        reg.insert(A, 1, pin(0, 1000)?)?;
         for i in 1..=(SCAN as u64) {
-            reg.insert(A, pin(i, 1)?)?;
+            reg.insert(A, i + 1, pin(i, 1)?)?;
         }
         // The big pin is SCAN + 1 pins back: not examined, so not found.
         assert!(reg.find_covering(A, r(500, 1)?).is_none());

@@ -102,7 +102,7 @@ fn link(c: &ClientShared, pin: &CallbackPin) -> Result<(), PinError> {
     let key = c
         .pins
         .registry
-        .insert(pin.space(), pin.clone())
+        .insert(pin.space(), c.pins.next_id(), pin.clone())
         .map_err(|_| PinError::NoMemory)?;
     // The window between taking the table and recording the link: a free callback
     // running here finds no id and leaves the unlink to `linked` below. Test builds

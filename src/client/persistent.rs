@@ -65,10 +65,9 @@ impl Mode for Persistent {
             Ok(pin) => pin,
             Err(e) => return Ok(Claim::PinFailed(e)),
         };
-        // The registry's sequence numbers pins of both modes; the `pins` file shows
-        // the low 32 bits of a persistent pin's (a record of 88 bytes has no room for
-        // more).
-        let id = c.pins.registry.next_id() as u32;
+        // One sequence numbers pins of both modes; the `pins` file shows the low 32
+        // bits of a persistent pin's (a record of 88 bytes has no room for more).
+        let id = c.pins.next_id() as u32;
         // Without its registration the pin is dropped, which puts it.
         let user = PersistentUser::new(Pinned::Pin(pin), space.id().tgid, id)?;
         let arc = user.clone_arc();

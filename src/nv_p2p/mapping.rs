@@ -13,8 +13,7 @@ use kernel::{
 use super::{
     driver::NvP2p,
     error::{
-        BadAnswer,
-        Header,
+        dma_addresses,
         PinError, //
     },
     persistent::PersistentPin,
@@ -198,37 +197,3 @@ pub(crate) struct DmaMapping(NonNull<bindings::nvidia_p2p_dma_mapping>);
 unsafe impl Send for DmaMapping {}
 // SAFETY: `&DmaMapping` gives nothing but the pointer's value.
 unsafe impl Sync for DmaMapping {}
-
-/// DMA-mapping versions this module reads: major 2, minor >= 3 (docs/abi.md 1.2).
-pub(super) const fn dma_mapping_version_ok(version: u32) -> bool {
-    let built = bindings::NVIDIA_P2P_DMA_MAPPING_VERSION;
-    version >> 16 == built >> 16 && (version & 0xffff) >= (built & 0xffff)
-}
-
-/// Checks a DMA mapping of a table of `pages` pages; its addresses, read in place.
-///
-/// # Safety
-///
-/// `mapping` is null or points to a DMA mapping the driver handed out, which it neither
-/// frees nor changes during `'a`.
-pub(super) unsafe fn dma_addresses<'a>(
-    mapping: *const bindings::nvidia_p2p_dma_mapping,
-    pages: u64,
-) -> Result<&'a [u64], BadAnswer> {
-    if mapping.is_null() {
-        return Err(BadAnswer::Null);
-    }
-    // SAFETY: `mapping` is valid for reads (the caller's guarantee).
-    let m = unsafe { &*mapping };
-    Header {
-        version: m.version,
-        version_ok: dma_mapping_version_ok(m.version),
-        page_size: m.page_size_type,
-        entries: m.entries,
-        no_array: m.dma_addresses.is_null(),
-    }
-    .check(pages)?;
-    // SAFETY: `dma_addresses` points to `entries` addresses (the driver's contract),
-    // which stay as they are during `'a` (the caller's guarantee).
-    Ok(unsafe { core::slice::from_raw_parts(m.dma_addresses, m.entries as usize) })
-}

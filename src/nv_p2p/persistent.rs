@@ -12,11 +12,11 @@ use kernel::{
 
 use super::{
     driver::NvP2p,
-    error::PinError,
-    pin::{
+    error::{
         check_page_table,
-        PinContext, //
+        PinError, //
     },
+    pin::PinContext,
 };
 use crate::{
     bindings,

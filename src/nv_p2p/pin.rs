@@ -29,8 +29,7 @@ use super::{
         PinKind, //
     },
     error::{
-        BadAnswer,
-        Header,
+        check_page_table,
         PinError, //
     },
     state::{
@@ -563,45 +562,4 @@ pub(super) unsafe extern "C" fn free_callback<T: FreeHandler>(data: *mut c_void)
     // not used after.
     drop(orphan);
     drop(data);
-}
-
-/// Page-table versions this module reads: majors 1 (minor >= 2) and 2 (docs/abi.md 1.2).
-/// The fields read (version, page_size, pages, entries) sit at the same offsets in
-/// both.
-pub(super) const fn page_table_version_ok(version: u32) -> bool {
-    let (major, minor) = (version >> 16, version & 0xffff);
-    // Major 2 started at minor 0 (0x00020000): every minor of it is readable.
-    match major {
-        1 => minor >= (bindings::NVIDIA_P2P_PAGE_TABLE_VERSION_R515 & 0xffff),
-        2 => true,
-        _ => false,
-    }
-}
-
-/// Checks a page table the driver returned for a pin of `pages` pages: its header. Its
-/// page entries are not read (the DMA addresses come from the driver's DMA mapping,
-/// which `dma_addresses` checks), so nothing walks them.
-///
-/// # Safety
-///
-/// `table` is null or points to a page table the driver handed out and has not freed,
-/// for the duration of the call.
-pub(super) unsafe fn check_page_table(
-    table: *const bindings::nvidia_p2p_page_table,
-    pages: u64,
-) -> Result<(), BadAnswer> {
-    if table.is_null() {
-        return Err(BadAnswer::Null);
-    }
-    // SAFETY: `table` is valid for reads (the caller's guarantee); only fields whose
-    // offsets agree between majors 1 and 2 are read.
-    let t = unsafe { &*table };
-    Header {
-        version: t.version,
-        version_ok: page_table_version_ok(t.version),
-        page_size: t.page_size,
-        entries: t.entries,
-        no_array: t.pages.is_null(),
-    }
-    .check(pages)
 }

@@ -17,14 +17,12 @@ use kernel::{
 };
 
 use super::{
-    error::BadAnswer,
-    mapping::{
-        dma_addresses,
-        dma_mapping_version_ok, //
-    },
-    pin::{
+    error::{
         check_page_table,
-        page_table_version_ok, //
+        dma_addresses,
+        dma_mapping_version_ok,
+        page_table_version_ok,
+        BadAnswer, //
     },
     state::{
         Phase,
