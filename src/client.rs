@@ -295,6 +295,13 @@ impl Pins {
         self.next_id.fetch_add(1, Relaxed)
     }
 
+    /// Links callback pin `pin` in the registry under a new number (so no two linked
+    /// pins share a key); its key.
+    fn link(&self, pin: &CallbackPin) -> Result<PinKey> {
+        self.registry
+            .insert(pin.space(), self.next_id(), pin.clone())
+    }
+
     /// Unlinks the callback pin with `key`, if still linked.
     fn unlink(&self, key: &PinKey) -> Option<CallbackPin> {
         self.registry.remove(key)

@@ -122,7 +122,7 @@ impl<V: Entry> Registry<V> {
     }
 
     /// Links `pin` under `space` and its range, numbered `id`; returns its key. `id` is
-    /// unique among linked pins (the numbers of `Pins::next_id`): keys differ by it.
+    /// unique among linked pins (`Pins::link` numbers them): keys differ by it.
     pub(crate) fn insert(&self, space: SpaceId, id: u64, pin: V) -> Result<PinKey> {
         let key = PinKey::new(space, pin.range(), id);
         let node = RBTreeNode::new(key, pin, GFP_KERNEL)?;

@@ -99,11 +99,7 @@ impl Mode for Callback {
 
 /// Makes a new pin findable by the registrations it covers (once, after it is made).
 fn link(c: &ClientShared, pin: &CallbackPin) -> Result<(), PinError> {
-    let key = c
-        .pins
-        .registry
-        .insert(pin.space(), c.pins.next_id(), pin.clone())
-        .map_err(|_| PinError::NoMemory)?;
+    let key = c.pins.link(pin).map_err(|_| PinError::NoMemory)?;
     // The window between taking the table and recording the link: a free callback
     // running here finds no id and leaves the unlink to `linked` below. Test builds
     // park here on demand (`race_free_before_the_pin_is_linked`).
