@@ -55,12 +55,14 @@ ns_scratch() {
 	ln -s "$k" "/lib/modules/$kver/build"
 }
 
-# vm_summary LABEL MANIFEST LOG: tools/ktap-summary's verdict on the console LOG of a VM
-# run against MANIFEST: its lines printed, its counts added to the script's; a run it
-# cannot read is a failure. Needs ROOT (the clone).
+# vm_summary LABEL MANIFEST LOG [MANIFEST...]: tools/ktap-summary's verdict on the
+# console LOG of a VM run against the MANIFESTs: its lines printed, its counts added to
+# the script's; a run it cannot read is a failure. Needs ROOT (the clone).
 vm_summary() {
-	local label=$1 manifest=$2 vmlog=$3 sum l p f
-	sum=$(cd "$ROOT" && cargo run --quiet -p ktap-summary -- --manifest "$manifest" --label "$label" "$vmlog" 2>&1)
+	local label=$1 manifest=$2 vmlog=$3 sum l p f m more=()
+	shift 3
+	for m in "$@"; do more+=(--manifest "$m"); done
+	sum=$(cd "$ROOT" && cargo run --quiet -p ktap-summary -- --manifest "$manifest" "${more[@]}" --label "$label" "$vmlog" 2>&1)
 	grep -E '^(ok|not ok|FAIL) ' <<<"$sum"
 	l=$(tail -n 1 <<<"$sum")
 	p=$(sed -nE "s/^$label: ([0-9]+) passed, ([0-9]+) failed.*/\1/p" <<<"$l")

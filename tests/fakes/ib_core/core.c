@@ -94,6 +94,14 @@ struct fake_mr {
 	dma_addr_t first_dma;
 	unsigned int first_dma_len, first_len;
 	unsigned int last_dma_len, last_len;
+	/*
+	 * An HCA driver's own revoke of its key, called by an invalidation under the
+	 * mapping lock before the core unmaps (the in-box umem interface: umem.c's
+	 * notifier, docs/abi.md 8.1). NULL for the test-control API's regions, whose
+	 * HCA stand-in only records hca_stopped.
+	 */
+	void (*hca_revoke)(struct fake_mr *mr);
+	void *hca_priv;
 };
 
 static struct fake_pause pauses[FAKE_CORE_PAUSE_COUNT];
@@ -450,7 +458,14 @@ static void mr_release(struct fake_mr *mr)
 	kref_put(&mr->kref, mr_free);
 }
 
-struct fake_mr *fake_core_reg_mr(u64 addr, u64 len, const struct fake_reg_opts *opts)
+/*
+ * ibv_reg_mr up to the HCA's key (docs/abi.md 2.4 steps 1 to 6, 2.5): the acquire walk,
+ * core_context, get_pages, dma_map, get_page_size, the checks and trimming. An
+ * invalidating client's region comes back with its mapping lock held (until
+ * core_mr_activate, or core_mr_stop_unkeyed when the key cannot be made); every
+ * failure is torn down and released here.
+ */
+struct fake_mr *core_mr_register(u64 addr, u64 len, const struct fake_reg_opts *opts)
 {
 	static const struct fake_reg_opts defaults = {
 		.can_invalidate = true,
@@ -580,45 +595,8 @@ struct fake_mr *fake_core_reg_mr(u64 addr, u64 len, const struct fake_reg_opts *
 	/* Step 6: a non-invalidating client's region is unlocked at once. */
 	if (!c->invalidating)
 		mr_unlock(mr);
-	if (opts->hca_error < 0) {
-		ret = opts->hca_error;
-		goto err_hca;
-	}
-
-	/* The HCA's key is live. */
-	spin_lock(&stats_lock);
-	counters.mrs_live++;
-	spin_unlock(&stats_lock);
-
-	if (c->invalidating) {
-		/* Activation: invalidation is armed and the mapping lock dropped only now. */
-		fake_pause_here(&pauses[FAKE_CORE_PAUSE_BEFORE_ACTIVATE]);
-		mr->armed = true;
-		mr_unlock(mr);
-	}
 	return mr;
 
-err_hca:
-	/*
-	 * Mapped, but the HCA could not create the key: as mlx5's create_real_mr when
-	 * reg_create fails (docs/abi.md 2.5), invalidation is stopped, then the region
-	 * released. An invalidating client's mapping lock is still held from mapping and
-	 * its id live; a non-invalidating client's lock is taken again. A client without
-	 * INVALIDATE_UNMAPS is unmapped under the lock, an INVALIDATE_UNMAPS client after
-	 * it, its id still live; only then is the id erased and release called.
-	 */
-	if (!c->invalidating && !inbox) {
-		mr_lock(mr);
-	} else if (c->invalidating && inbox) {
-		/* The in-box core locks the mutex it holds here, and deadlocks. */
-		spin_lock(&stats_lock);
-		counters.stop_deadlocks++;
-		spin_unlock(&stats_lock);
-	}
-	fake_pause_here(&pauses[FAKE_CORE_PAUSE_HCA_FAILED]);
-	mr_stop(mr, c->invalidating || !inbox, !c->unmaps);
-	mr_kill_locked(mr);
-	goto err_release;
 err_unlock_unmap:
 	mr_kill_locked(mr);
 	mr_unlock(mr);
@@ -645,26 +623,62 @@ err_release:
 	mr_release(mr);
 	return ERR_PTR(ret);
 }
-EXPORT_SYMBOL_GPL(fake_core_reg_mr);
 
-void fake_core_dereg_mr(struct fake_mr *mr)
+/* The HCA's key is live: the region counts as an MR, and an invalidating client's
+ * invalidation is armed, its mapping lock dropped only now (activation). */
+void core_mr_activate(struct fake_mr *mr)
 {
-	struct fake_client *c;
+	spin_lock(&stats_lock);
+	counters.mrs_live++;
+	spin_unlock(&stats_lock);
 
-	if (IS_ERR_OR_NULL(mr))
-		return;
-	c = mr->client;
+	if (mr->client->invalidating) {
+		fake_pause_here(&pauses[FAKE_CORE_PAUSE_BEFORE_ACTIVATE]);
+		mr->armed = true;
+		mr_unlock(mr);
+	}
+}
 
-	/*
-	 * Per region and client kind (2.5). Under the mapping lock the state becomes
-	 * DEAD, which blocks later invalidations; the id stays in the xarray until the
-	 * region is unmapped, so an invalidation may still find it and take the lock
-	 * meanwhile. An MR's deregistration stops invalidation first (the HCA driver
-	 * calls ib_umem_stop_invalidation_notifier, MLNX_OFED 25.04 and later): a client
-	 * without INVALIDATE_UNMAPS, invalidating or not, is unmapped under the lock. A
-	 * CQ/QP/SRQ buffer is released without that step, unmapped with no lock held
-	 * (ib_peer_umem_release), as is an INVALIDATE_UNMAPS client's MR after the lock.
-	 */
+/*
+ * Mapped, but the HCA could not create the key: as mlx5's create_real_mr when
+ * reg_create fails (docs/abi.md 2.5), invalidation is stopped; the caller then releases
+ * the region. An invalidating client's mapping lock is still held from mapping and its
+ * id live; a non-invalidating client's lock is taken again. A client without
+ * INVALIDATE_UNMAPS is unmapped under the lock, an INVALIDATE_UNMAPS client after it,
+ * its id still live; only then is the id erased.
+ */
+void core_mr_stop_unkeyed(struct fake_mr *mr)
+{
+	struct fake_client *c = mr->client;
+
+	if (!c->invalidating && !inbox) {
+		mr_lock(mr);
+	} else if (c->invalidating && inbox) {
+		/* The in-box core locks the mutex it holds here, and deadlocks. */
+		spin_lock(&stats_lock);
+		counters.stop_deadlocks++;
+		spin_unlock(&stats_lock);
+	}
+	fake_pause_here(&pauses[FAKE_CORE_PAUSE_HCA_FAILED]);
+	mr_stop(mr, c->invalidating || !inbox, !c->unmaps);
+	mr_kill_locked(mr);
+}
+
+/*
+ * Deregistration's stop (docs/abi.md 2.5), per region and client kind. Under the
+ * mapping lock the state becomes DEAD, which blocks later invalidations; the id stays
+ * in the xarray until the region is unmapped, so an invalidation may still find it and
+ * take the lock meanwhile. An MR's deregistration stops invalidation first (the HCA
+ * driver calls ib_umem_stop_invalidation_notifier, MLNX_OFED 25.04 and later): a client
+ * without INVALIDATE_UNMAPS, invalidating or not, is unmapped under the lock. A
+ * CQ/QP/SRQ buffer is released without that step, unmapped with no lock held
+ * (ib_peer_umem_release), as is an INVALIDATE_UNMAPS client's MR after the lock. Then
+ * the id is erased (no mapping lock held).
+ */
+void core_mr_stop(struct fake_mr *mr)
+{
+	struct fake_client *c = mr->client;
+
 	if (inbox && mr->is_mr && !c->invalidating) {
 		/* The in-box core's stop takes no lock for a non-invalidating client. */
 		mr_stop(mr, false, true);
@@ -672,7 +686,6 @@ void fake_core_dereg_mr(struct fake_mr *mr)
 		mr_lock(mr);
 		mr_stop(mr, true, mr->is_mr && !c->unmaps);
 	}
-	/* Then the id is erased (no mapping lock), release, the client's use count. */
 	if (mr->has_id) {
 		xa_erase(&mr_ids, mr->core_context);
 		mr->has_id = false;
@@ -681,6 +694,55 @@ void fake_core_dereg_mr(struct fake_mr *mr)
 	spin_lock(&stats_lock);
 	counters.mrs_live--;
 	spin_unlock(&stats_lock);
+}
+
+/* The end of a stopped region: the client's release, the references. */
+void core_mr_release(struct fake_mr *mr)
+{
+	mr_release(mr);
+}
+
+/* The HCA driver's revoke, run by an invalidation under the mapping lock (before the
+ * region is armed: nothing can invalidate it yet). */
+void core_mr_set_revoke(struct fake_mr *mr, void (*revoke)(struct fake_mr *mr), void *priv)
+{
+	mr->hca_revoke = revoke;
+	mr->hca_priv = priv;
+}
+
+void *core_mr_revoke_priv(struct fake_mr *mr)
+{
+	return mr->hca_priv;
+}
+
+/* The table the client filled (DMA addresses, trimmed), as the HCA reads it. */
+const struct sg_table *core_mr_sgt(struct fake_mr *mr)
+{
+	return &mr->sgt;
+}
+
+struct fake_mr *fake_core_reg_mr(u64 addr, u64 len, const struct fake_reg_opts *opts)
+{
+	struct fake_mr *mr = core_mr_register(addr, len, opts);
+
+	if (IS_ERR(mr))
+		return mr;
+	if (opts && opts->hca_error < 0) {
+		core_mr_stop_unkeyed(mr);
+		mr->state = MR_DEAD;
+		mr_release(mr);
+		return ERR_PTR(opts->hca_error);
+	}
+	core_mr_activate(mr);
+	return mr;
+}
+EXPORT_SYMBOL_GPL(fake_core_reg_mr);
+
+void fake_core_dereg_mr(struct fake_mr *mr)
+{
+	if (IS_ERR_OR_NULL(mr))
+		return;
+	core_mr_stop(mr);
 	mr_release(mr);
 }
 EXPORT_SYMBOL_GPL(fake_core_dereg_mr);
@@ -720,6 +782,9 @@ static int fake_core_invalidate(void *reg_handle, u64 core_context)
 		kref_put(&mr->kref, mr_free);
 		goto stale;
 	}
+	/* The HCA stops its access first: the driver revokes its key (umem.c). */
+	if (mr->hca_revoke)
+		mr->hca_revoke(mr);
 	mr->hca_stopped = true;
 	mr->invalidations++;
 	if (!c->unmaps) {
@@ -1220,7 +1285,11 @@ static void __exit fake_core_exit(void)
 module_init(fake_core_init);
 module_exit(fake_core_exit);
 MODULE_LICENSE("Dual MIT/GPL");
+#ifdef FAKE_CORE_BESIDE_STACK
+MODULE_DESCRIPTION("Peer-memory core beside the kernel's RDMA stack, with the in-box umem interface, for the peermem test bed");
+#else
 MODULE_DESCRIPTION("Fake MOFED peer-memory core for the peermem test bed");
+#endif
 
 /*
  * Packaged as a node has MOFED's ib_core (tests/node/double-debs: a dkms package

@@ -74,6 +74,22 @@ void ib_unregister_peer_memory_client(void *reg_handle);
 struct pci_dev;
 struct pci_dev *fake_rdma_core_hca(int idx);
 
+/*
+ * A region's phases, for the umem interface (umem.c; docs/abi.md 8.1), which splits
+ * fake_core_reg_mr and fake_core_dereg_mr where an HCA driver's own steps go between
+ * them: core_mr_register (mapped; an invalidating client's mapping lock held), then
+ * core_mr_activate once the key exists, or core_mr_stop_unkeyed when it cannot be
+ * made; core_mr_stop at deregistration; core_mr_release last, after either stop.
+ */
+struct fake_mr *core_mr_register(u64 addr, u64 len, const struct fake_reg_opts *opts);
+void core_mr_activate(struct fake_mr *mr);
+void core_mr_stop_unkeyed(struct fake_mr *mr);
+void core_mr_stop(struct fake_mr *mr);
+void core_mr_release(struct fake_mr *mr);
+void core_mr_set_revoke(struct fake_mr *mr, void (*revoke)(struct fake_mr *mr), void *priv);
+void *core_mr_revoke_priv(struct fake_mr *mr);
+const struct sg_table *core_mr_sgt(struct fake_mr *mr);
+
 /* For the KUnit suites (core_test.c). */
 /* True when the core behaves as the in-box core (its parameter inbox=1). */
 bool fake_core_test_inbox(void);

@@ -9,13 +9,23 @@
  *   default      a 535.14+ open driver ("Dual MIT/GPL")
  *   legacy       a pre-535.14 driver: no persistent pair, NULL callback = persistent
  *   proprietary  licence "NVIDIA"; the parts that need GPL-only kernel symbols
- *                (processes, debugfs, KUnit, lockdep-checked mutexes) are left out
+ *                (processes, debugfs, KUnit, lockdep-checked mutexes, the device
+ *                node) are left out
+ *
+ * GPU memory comes in three kinds: pages of the ivshmem BAR (backed), a synthetic
+ * address window nothing touches (unbacked), and RAM, which only the device node
+ * /dev/fake-nvidia-gpu hands out, to real processes (gpu_node.c): the soft-RoCE
+ * driver copies into GPU memory through the struct pages behind its DMA addresses,
+ * which a BAR has none of.
  *
  * Locking: drv_lock (the driver-wide lock) serialises get_pages, put_pages
  * (both kinds) and the free path; free callbacks are called with it held. Each page
  * table has its own lock, taken by dma_map/dma_unmap (and by the free path, under
  * drv_lock). reg_lock (spinlock, innermost) protects the pointer registry,
- * cnt_lock the counters.
+ * cnt_lock the counters. The device node takes drv_lock under a process's mmap_lock
+ * (its mmap makes the allocation) and under no lock of its own (gpu_node.c): a free
+ * callback must not take an mmap_lock. RAM backing is refcounted (struct fnv_ram)
+ * and takes no lock.
  *
  * By default nothing handed out is kfree'd while the module is loaded: put or freed
  * page tables and mappings are poisoned and kept (quarantine), so that a stale pointer
@@ -122,19 +132,40 @@ bool fake_nv_driver_lock_held(void)
 /* ------------------------------------------------------------------------- */
 /* Objects */
 
+/* Which reference on its mm a process holds (proc_put_mm drops it). */
+enum fnv_mm_ref {
+	FNV_MM_USERS,	/* mm_users (mm_alloc, mmget): a KUnit or control-file process */
+	FNV_MM_COUNT,	/* mm_count (mmgrab): a process of the device node. Its
+			 * mappings of the node hold the node's file: an mm_users
+			 * reference would keep the address space, so the file, so
+			 * the reference, alive forever. Only the identity is needed
+			 * (caller_proc compares current->mm), and mm_count keeps the
+			 * mm_struct from being reused by another process. */
+};
+
 struct fake_nv_proc {
 	struct mm_struct *mm;
+	enum fnv_mm_ref mm_ref;
 	pid_t tgid;
+	u64 id;				/* never reused: a freed allocation's owner */
 	u64 next_va;
 	struct list_head allocs;	/* live (not freed) allocations */
 	struct list_head node;		/* procs */
 };
 
+enum fnv_kind {
+	FNV_K_UNBACKED,			/* synthetic addresses, never touched */
+	FNV_K_BAR,			/* 64 KiB pages of the ivshmem BAR pool */
+	FNV_K_RAM,			/* RAM chunks (the device node's) */
+};
+
 struct fnv_alloc {
 	struct fake_nv_proc *proc;	/* NULL once freed */
+	u64 owner_id;			/* proc->id, kept once freed (FAKE_NV_IOC_INFO) */
 	u64 va, size;
 	u32 npages;
-	bool backed;
+	enum fnv_kind kind;
+	struct fnv_ram *ram;		/* FNV_K_RAM: the allocation's reference */
 	bool freed;
 	u64 *phys;			/* per 64 KiB page */
 	u32 *pincount;			/* pins covering each page (BAR1 sharing) */
@@ -207,6 +238,17 @@ static resource_size_t pool_start, pool_len;
 static unsigned long *pool_bitmap;
 static u32 pool_pages;
 static u64 unbacked_next = FNV_UNBACKED_BASE;
+
+/*
+ * RAM backing alive (held by an allocation or a mapping), and the device node's
+ * processes: atomics, which debugfs reads while a thread may be parked under drv_lock.
+ */
+static atomic64_t ram_bytes_live = ATOMIC64_INIT(0);
+#ifndef FAKE_NV_PROPRIETARY
+static atomic_t node_procs_live = ATOMIC_INIT(0);
+/* Processes ever created (their ids); under drv_lock. */
+static u64 procs_created;
+#endif
 
 /* ------------------------------------------------------------------------- */
 /* Counters and violations */
@@ -447,13 +489,70 @@ static struct fnv_map *find_map(const void *m)
 /* ------------------------------------------------------------------------- */
 /* Physical memory */
 
+/* The order of a 64 KiB GPU page in CPU pages. */
+#define FNV_RAM_ORDER	get_order(FNV_PAGE)
+
+void fnv_ram_get(struct fnv_ram *ram)
+{
+	kref_get(&ram->ref);
+}
+
+/*
+ * A chunk is marked reserved while it stands for GPU memory: it is mapped for DMA as
+ * MMIO, as a BAR page is (map_gpu_page), and dma-debug accepts an MMIO mapping of
+ * RAM only for reserved pages (memory the page allocator does not manage, such as a
+ * device's carve-out); the page allocator wants the mark gone before the free.
+ */
+static void fnv_ram_mark(struct page *chunk, bool reserved)
+{
+	u32 i;
+
+	for (i = 0; i < (1u << FNV_RAM_ORDER); i++) {
+		if (reserved)
+			SetPageReserved(chunk + i);
+		else
+			ClearPageReserved(chunk + i);
+	}
+}
+
+static void fnv_ram_release(struct kref *ref)
+{
+	struct fnv_ram *ram = container_of(ref, struct fnv_ram, ref);
+	u32 i;
+
+	for (i = 0; i < ram->nchunks; i++) {
+		if (!ram->chunk[i])
+			continue;
+		fnv_ram_mark(ram->chunk[i], false);
+		__free_pages(ram->chunk[i], FNV_RAM_ORDER);
+	}
+	atomic64_sub((u64)ram->nchunks * FNV_PAGE, &ram_bytes_live);
+	kvfree(ram);
+}
+
+/*
+ * Drops a reference on RAM backing: the allocation's (at its destruction, under
+ * drv_lock) or a mapping's (vm close, under mmap_lock). The last one frees the pages:
+ * then neither the driver (no pin, no DMA mapping) nor a CPU page table (no vma) can
+ * reach them any more.
+ */
+void fnv_ram_put(struct fnv_ram *ram)
+{
+	if (ram)
+		kref_put(&ram->ref, fnv_ram_release);
+}
+
 static void release_phys(struct fnv_alloc *a)
 {
 	u32 i;
 
-	if (a->backed && pool_bitmap) {
+	if (a->kind == FNV_K_BAR && pool_bitmap) {
 		for (i = 0; i < a->npages; i++)
 			clear_bit((a->phys[i] - pool_start) / FNV_PAGE, pool_bitmap);
+	}
+	if (a->kind == FNV_K_RAM) {
+		fnv_ram_put(a->ram);
+		a->ram = NULL;
 	}
 }
 
@@ -469,17 +568,21 @@ static void maybe_destroy_alloc(struct fnv_alloc *a)
 	kfree(a);
 }
 
-/* Under drv_lock. */
-static struct fnv_alloc *new_alloc(struct fake_nv_proc *p, u64 va, u64 size, bool backed)
+/*
+ * Under drv_lock. @ram (FNV_K_RAM only): backing of size / 64 KiB chunks, whose
+ * reference the allocation takes over on success (on failure it stays the caller's).
+ */
+static struct fnv_alloc *new_alloc(struct fake_nv_proc *p, u64 va, u64 size,
+				   enum fnv_kind kind, struct fnv_ram *ram)
 {
 	struct fnv_alloc *a;
 	u32 i, n = size / FNV_PAGE;
 
-	if (backed && !pool_bitmap) {
+	if (kind == FNV_K_BAR && !pool_bitmap) {
 		pr_info("no ivshmem BAR: backed allocation of %llu bytes refused\n", size);
 		return NULL;
 	}
-	if ((u64)n * FNV_PAGE != size)
+	if ((u64)n * FNV_PAGE != size || (kind == FNV_K_RAM && (!ram || ram->nchunks != n)))
 		return NULL;
 	a = kzalloc_obj(*a, GFP_KERNEL);
 	if (!a)
@@ -489,12 +592,17 @@ static struct fnv_alloc *new_alloc(struct fake_nv_proc *p, u64 va, u64 size, boo
 	if (!a->phys || !a->pincount)
 		goto fail;
 	a->proc = p;
+	a->owner_id = p->id;
 	a->va = va;
 	a->size = size;
 	a->npages = n;
-	a->backed = backed;
+	a->kind = kind;
 	INIT_LIST_HEAD(&a->pins);
-	if (backed) {
+	if (kind == FNV_K_RAM) {
+		for (i = 0; i < n; i++)
+			a->phys[i] = page_to_phys(ram->chunk[i]);
+		a->ram = ram;
+	} else if (kind == FNV_K_BAR) {
 		if (bitmap_weight(pool_bitmap, pool_pages) + n > pool_pages) {
 			pr_info("ivshmem pool exhausted: backed allocation of %llu bytes refused\n",
 				size);
@@ -540,7 +648,7 @@ u64 fake_nv_alloc(struct fake_nv_proc *p, u64 size, bool backed)
 	fnv_lock(&drv_lock);
 	while (overlaps(p, p->next_va, size))
 		p->next_va += FNV_PAGE;
-	if (new_alloc(p, p->next_va, size, backed)) {
+	if (new_alloc(p, p->next_va, size, backed ? FNV_K_BAR : FNV_K_UNBACKED, NULL)) {
 		va = p->next_va;
 		p->next_va += size;
 	}
@@ -557,7 +665,8 @@ u64 fake_nv_alloc_at(struct fake_nv_proc *p, u64 va, u64 size, bool backed)
 		return 0;
 	size = round_up(size, FNV_PAGE);
 	fnv_lock(&drv_lock);
-	if (!overlaps(p, va, size) && new_alloc(p, va, size, backed)) {
+	if (!overlaps(p, va, size) &&
+	    new_alloc(p, va, size, backed ? FNV_K_BAR : FNV_K_UNBACKED, NULL)) {
 		ret = va;
 		if (va + size > p->next_va)
 			p->next_va = va + size;
@@ -1062,6 +1171,29 @@ static bool peer_reaches(struct device *dev, u64 addr, u64 len)
 }
 
 /*
+ * The DMA mapping of one 64 KiB GPU page for @dev. BAR pages are MMIO:
+ * dma_map_resource. RAM pages (the device node's) are mapped the same way, as MMIO
+ * (no CPU cache maintenance, never bounced through swiotlb), so that without an
+ * IOMMU their DMA address is their physical address, as a BAR page's is, and the
+ * soft-RoCE driver finds the struct pages behind it. dma_map_phys with DMA_ATTR_MMIO
+ * is what dma_map_resource does on 7.3, where dma-debug accepts it for RAM because
+ * the pages are reserved (fnv_ram_mark); on 7.0, with CONFIG_DMA_API_DEBUG (the test
+ * bed's dev and debug kernels), dma_map_resource itself refuses any RAM, with a WARN.
+ * The unmap is dma_unmap_resource for both (dma_unmap_phys with DMA_ATTR_MMIO, the
+ * attributes dma-debug wants to match).
+ */
+static dma_addr_t map_gpu_page(struct device *dev, const struct fnv_alloc *a, u64 phys)
+{
+#ifndef FAKE_NV_PROPRIETARY	/* dma_map_phys is GPL only; no RAM there anyway */
+	if (a->kind == FNV_K_RAM)
+		return dma_map_phys(dev, phys, FNV_PAGE, DMA_BIDIRECTIONAL,
+				    DMA_ATTR_MMIO | DMA_ATTR_DEBUGGING_IGNORE_CACHELINES);
+#endif
+	return dma_map_resource(dev, phys, FNV_PAGE, DMA_BIDIRECTIONAL,
+				DMA_ATTR_DEBUGGING_IGNORE_CACHELINES);
+}
+
+/*
  * The DMA API's own bookkeeping (dma-debug's entries and cacheline tree) stands for
  * the real driver's IOMMU machinery, not for anything a client does: allocation-failure
  * injection (fail-nth, the debug kernel's peermem_faults suite) must not reach it, or
@@ -1150,13 +1282,13 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer, struct nvidia_p2p_page_table 
 	if (!map || !m || !addrs)
 		goto fail;
 	/*
-	 * Pages of the real (ivshmem) BAR go through the DMA API, as the real driver's do.
-	 * Synthetic pages (unbacked allocations: BAR1 beyond the 256 MiB the VM has, up to
-	 * an H100's 128 GiB) have no memory behind them and nothing DMAs into them: without
-	 * an IOMMU their bus address is used as is, so that millions of them do not fill
-	 * dma-debug's tables.
+	 * Pages of the real (ivshmem) BAR, and RAM pages, go through the DMA API, as the
+	 * real driver's do. Synthetic pages (unbacked allocations: BAR1 beyond the 256 MiB
+	 * the VM has, up to an H100's 128 GiB) have no memory behind them and nothing DMAs
+	 * into them: without an IOMMU their bus address is used as is, so that millions of
+	 * them do not fill dma-debug's tables.
 	 */
-	dma_api = pin->alloc->backed || device_iommu_mapped(&peer->dev);
+	dma_api = pin->alloc->kind != FNV_K_UNBACKED || device_iommu_mapped(&peer->dev);
 	for (i = 0; i < n; i++) {
 		u64 phys = pin->alloc->phys[pin->first + i];
 		dma_addr_t d;
@@ -1173,8 +1305,7 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer, struct nvidia_p2p_page_table 
 		 * dma-debug not to count those overlaps as a leak.
 		 */
 		nth = dma_api_no_inject_begin();
-		d = dma_map_resource(&peer->dev, phys, FNV_PAGE, DMA_BIDIRECTIONAL,
-				     DMA_ATTR_DEBUGGING_IGNORE_CACHELINES);
+		d = map_gpu_page(&peer->dev, pin->alloc, phys);
 		dma_api_no_inject_end(nth);
 		if (dma_mapping_error(&peer->dev, d))
 			break;
@@ -1367,9 +1498,18 @@ EXPORT_SYMBOL_GPL(fake_nv_free);
 
 #ifndef FAKE_NV_PROPRIETARY
 
-/* A process on @mm (a reference the caller took, kept by the process), owned by the
- * current tgid, listed; NULL without memory (the reference is then dropped). */
-static struct fake_nv_proc *proc_new(struct mm_struct *mm)
+static void mm_ref_drop(struct mm_struct *mm, enum fnv_mm_ref ref)
+{
+	if (ref == FNV_MM_COUNT)
+		mmdrop(mm);
+	else
+		mmput(mm);
+}
+
+/* A process on @mm (a reference of kind @ref the caller took, kept by the process),
+ * owned by the current tgid, listed; NULL without memory (the reference is then
+ * dropped). */
+static struct fake_nv_proc *proc_new(struct mm_struct *mm, enum fnv_mm_ref ref)
 {
 	struct fake_nv_proc *p;
 
@@ -1377,14 +1517,18 @@ static struct fake_nv_proc *proc_new(struct mm_struct *mm)
 		return NULL;
 	p = kzalloc_obj(*p, GFP_KERNEL);
 	if (!p) {
-		mmput(mm);
+		mm_ref_drop(mm, ref);
 		return NULL;
 	}
 	p->mm = mm;
+	p->mm_ref = ref;
 	p->tgid = current->tgid;
 	p->next_va = FNV_VA_BASE;
 	INIT_LIST_HEAD(&p->allocs);
+	if (ref == FNV_MM_COUNT)
+		atomic_inc(&node_procs_live);
 	fnv_lock(&drv_lock);
+	p->id = ++procs_created;
 	list_add_tail(&p->node, &procs);
 	fnv_unlock(&drv_lock);
 	return p;
@@ -1398,7 +1542,7 @@ static struct fake_nv_proc *proc_new(struct mm_struct *mm)
 MODULE_IMPORT_NS("EXPORTED_FOR_KUNIT_TESTING");	/* mm_alloc */
 struct fake_nv_proc *fake_nv_proc_create(void)
 {
-	return proc_new(mm_alloc());
+	return proc_new(mm_alloc(), FNV_MM_USERS);
 }
 #else
 struct fake_nv_proc *fake_nv_proc_create(void)
@@ -1420,7 +1564,128 @@ void fake_nv_proc_leave(struct fake_nv_proc *p)
 
 static void proc_put_mm(struct fake_nv_proc *p)
 {
-	mmput(p->mm);
+	if (p->mm_ref == FNV_MM_COUNT)
+		atomic_dec(&node_procs_live);
+	mm_ref_drop(p->mm, p->mm_ref);
+}
+
+/* ------------------------------------------------------------------------- */
+/* For the device node (gpu_node.c; docs in fake_nvidia_internal.h) */
+
+struct fake_nv_proc *fake_nv_node_proc_create(struct mm_struct *mm)
+{
+	mmgrab(mm);
+	return proc_new(mm, FNV_MM_COUNT);
+}
+
+/*
+ * RAM backing of @nchunks zeroed 64 KiB chunks, each physically contiguous (a GPU
+ * page is contiguous in BAR1 space), with one reference.
+ */
+static struct fnv_ram *fnv_ram_alloc(u32 nchunks)
+{
+	struct fnv_ram *ram;
+	u32 i;
+
+	ram = kvzalloc_flex(*ram, chunk, nchunks, GFP_KERNEL);
+	if (!ram)
+		return NULL;
+	kref_init(&ram->ref);
+	INIT_LIST_HEAD(&ram->stale);
+	ram->nchunks = nchunks;
+	atomic64_add((u64)nchunks * FNV_PAGE, &ram_bytes_live);
+	for (i = 0; i < nchunks; i++) {
+		/* No allocation-failure splat: a test asking for more than the VM has
+		 * gets -ENOMEM. */
+		ram->chunk[i] = alloc_pages(GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN,
+					    FNV_RAM_ORDER);
+		if (!ram->chunk[i]) {
+			fnv_ram_put(ram);
+			return NULL;
+		}
+		fnv_ram_mark(ram->chunk[i], true);
+		cond_resched();
+	}
+	return ram;
+}
+
+struct fnv_ram *fake_nv_node_ram_alloc(u64 size)
+{
+	if (!size || size > FAKE_NV_NODE_MAX_SIZE || !IS_ALIGNED(size, FNV_PAGE))
+		return NULL;
+	return fnv_ram_alloc(size / FNV_PAGE);
+}
+
+bool fake_nv_node_va_busy(struct fake_nv_proc *p, u64 va, u64 size)
+{
+	bool busy;
+
+	fnv_lock(&drv_lock);
+	busy = overlaps(p, va, size);
+	fnv_unlock(&drv_lock);
+	return busy;
+}
+
+int fake_nv_node_alloc(struct fake_nv_proc *p, u64 va, struct fnv_ram *ram)
+{
+	u64 size = (u64)ram->nchunks * FNV_PAGE;
+	int ret = 0;
+
+	if (!va || !IS_ALIGNED(va, FNV_PAGE) || va + size < va)
+		return -EINVAL;
+	fnv_lock(&drv_lock);
+	if (overlaps(p, va, size))
+		ret = -EBUSY;
+	else if (!new_alloc(p, va, size, FNV_K_RAM, ram))
+		ret = -ENOMEM;
+	else
+		fnv_ram_get(ram);	/* the allocation's, besides the caller's */
+	fnv_unlock(&drv_lock);
+	return ret;
+}
+
+static bool alloc_holds(const struct fnv_alloc *a, u64 va)
+{
+	return va >= a->va && va - a->va < a->size;
+}
+
+int fake_nv_node_info(struct fake_nv_proc *p, struct fake_nv_gpu_info *info)
+{
+	struct fnv_alloc *a, *found = NULL;
+	struct fnv_pin *pin;
+	u64 va = info->va;
+
+	fnv_lock(&drv_lock);
+	list_for_each_entry(a, &p->allocs, node) {
+		if (alloc_holds(a, va)) {
+			found = a;
+			break;
+		}
+	}
+	/*
+	 * Then the freed ones that persistent pins keep, the last freed first: its VA is
+	 * reusable once unmapped, so that several may hold @va.
+	 */
+	if (!found) {
+		list_for_each_entry_reverse(a, &orphans, node) {
+			if (a->owner_id == p->id && alloc_holds(a, va)) {
+				found = a;
+				break;
+			}
+		}
+	}
+	if (found) {
+		memset(info, 0, sizeof(*info));
+		info->va = va;
+		info->alloc_va = found->va;
+		info->alloc_size = found->size;
+		info->phys = found->phys[(va - found->va) / FNV_PAGE];
+		list_for_each_entry(pin, &found->pins, alloc_node)
+			info->pins++;
+		info->flags = found->freed ? FAKE_NV_GPU_FREED : 0;
+	}
+	fnv_unlock(&drv_lock);
+	return found ? 0 : -ENOENT;
 }
 #else
 struct fake_nv_proc *fake_nv_proc_create(void)
@@ -1516,6 +1781,10 @@ static int counters_show(struct seq_file *s, void *unused)
 	seq_printf(s, "config_bar1_reserve %llu\nconfig_pin_cost_us %u\nconfig_unpin_cost_us %u\n",
 		   cfg.bar1_reserve, cfg.pin_cost_us, cfg.unpin_cost_us);
 	seq_printf(s, "pre_535 %d\n", fake_nv_is_pre_535());
+	/* The device node (gpu_node.c): its processes, and the RAM behind its memory
+	 * (alive while an allocation or a CPU mapping holds it). */
+	seq_printf(s, "gpu_node_procs %d\nram_bytes_live %lld\n",
+		   atomic_read(&node_procs_live), (long long)atomic64_read(&ram_bytes_live));
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(counters);
@@ -1541,7 +1810,9 @@ static struct fake_nv_proc *ctl_proc(bool create)
 		return NULL;
 	fnv_lock(&drv_lock);
 	list_for_each_entry(p, &procs, node) {
-		if (p->mm == current->mm && p->tgid == current->tgid) {
+		/* Not the device node's process of this mm: gpu_node.c owns that one. */
+		if (p->mm == current->mm && p->tgid == current->tgid &&
+		    p->mm_ref == FNV_MM_USERS) {
 			fnv_unlock(&drv_lock);
 			return p;
 		}
@@ -1550,7 +1821,7 @@ static struct fake_nv_proc *ctl_proc(bool create)
 	if (!create)
 		return NULL;
 	mmget(current->mm);
-	return proc_new(current->mm);
+	return proc_new(current->mm, FNV_MM_USERS);
 }
 
 static ssize_t control_read(struct file *f, char __user *ubuf, size_t n, loff_t *pos)
@@ -1649,7 +1920,7 @@ static void dbg_exit(void) { }
 
 static int __init fake_nv_init(void)
 {
-	int i, bar;
+	int i, bar, ret;
 
 	fnv_lock_init(&drv_lock);
 	for (i = 0; i < FAKE_NV_PAUSE_COUNT; i++) {
@@ -1676,6 +1947,14 @@ static int __init fake_nv_init(void)
 	config.bar1_size = pool_len ? pool_len : SZ_256M;
 	config.bar1_reserve = 36 * SZ_1M;
 	dbg_init();
+	/* Last: from here on a process may open the node. */
+	ret = fake_nv_node_init();
+	if (ret) {
+		dbg_exit();
+		bitmap_free(pool_bitmap);
+		pci_dev_put(ivshmem);
+		return ret;
+	}
 	pr_info("loaded (%s build)\n", FNV_LEGACY ? "legacy pre-535.14" :
 		FNV_PROPRIETARY ? "proprietary" : "default");
 	return 0;
@@ -1690,6 +1969,11 @@ static void __exit fake_nv_exit(void)
 	u64 leaked_pins = 0, leaked_maps = 0, leaked_procs = 0;
 	int i;
 
+	/*
+	 * No process can open the node from here on. None has it open: an open file
+	 * holds the module (its fops' owner), and a mapping holds its file.
+	 */
+	fake_nv_node_exit();
 	dbg_exit();
 	for (i = 0; i < FAKE_NV_PAUSE_COUNT; i++)
 		fake_nv_pause_release(i);
@@ -1738,6 +2022,10 @@ static void __exit fake_nv_exit(void)
 	else
 		pr_info("unloaded: no leaked pins or DMA mappings (%llu process(es) left open)\n",
 			leaked_procs);
+	/* Only a mapping still holding RAM can keep it now, and none can exist. */
+	if (atomic64_read(&ram_bytes_live))
+		pr_err("unloaded with %lld byte(s) of RAM-backed GPU memory still held\n",
+		       (long long)atomic64_read(&ram_bytes_live));
 	bitmap_free(pool_bitmap);
 	pci_dev_put(ivshmem);
 }
