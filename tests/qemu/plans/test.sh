@@ -268,13 +268,15 @@ fi
 # SIGTERM with a live registration: the unload is refused and retried, never forced,
 # and done once the registration ends; beside a packaged peermem it refuses to start.
 A=peermem_agent
+# Ready within 30 s: on the debug kernel, beside part host's builds, the drop-in's
+# insmod alone took 6 s, and 10 s were once not enough for a reload.
 agent_ready() {
     i=0
-    while [ $i -lt 100 ]; do
+    while [ $i -lt 300 ]; do
         /peermem/peermem agent probe >/dev/null && return 0
         sleep 0.1; i=$((i + 1))
     done
-    echo "not ready after 10 s"; return 1
+    echo "not ready after 30 s"; return 1
 }
 # A line of the agent's log, within 5 s (it logs a load once insmod returned, which
 # may be after the probe saw the module).
