@@ -243,13 +243,24 @@ if [ "$dest" = /updates/dkms ]; then
 	install -D -m 644 "$ROOT/packaging/depmod.d/peermem.conf" /usr/lib/depmod.d/peermem.conf
 fi
 
-# A kernel without Rust (a GCC-built one's .config): dkms skips the package.
-nr=6.1.0-norust
+# A kernel without Rust (a GCC-built one's .config) of a supported release: dkms
+# skips the package.
+nr=7.3.99-norust
 mkdir -p "/lib/modules/$nr/build/include"
 cp "$ROOT/tests/toolchain/gcc12-no-rust.config" "/lib/modules/$nr/build/.config"
 out=$(dkms build "peermem/$VERSION" -k "$nr" 2>&1)
 expect "kernel without Rust: dkms build exits 77 (BUILD_EXCLUSIVE_CONFIG)" "$?" 77
 check "kernel without Rust: dkms says the package is not for it" grep -q "BUILD_EXCLUSIVE directive which does not match" <<<"$out"
+# A kernel with Rust of a release outside SUPPORTED_KERNELS (Debian's former 7.2):
+# skipped the same way, before any build (Kbuild would refuse it, failing the kernel
+# package's configuration with the build).
+ur=7.2.99+deb13-amd64
+mkdir -p "/lib/modules/$ur/build/include"
+cp "$ROOT/tests/toolchain/rustc197-missing.config" "/lib/modules/$ur/build/.config"
+out=$(dkms build "peermem/$VERSION" -k "$ur" 2>&1)
+expect "unsupported release: dkms build exits 77 (BUILD_EXCLUSIVE_KERNEL)" "$?" 77
+check "unsupported release: dkms says the package is not for it" grep -q "BUILD_EXCLUSIVE directive which does not match" <<<"$out"
+check "unsupported release: nothing was built" test ! -e "/var/lib/dkms/peermem/$VERSION/$ur/x86_64/log/make.log"
 
 # A kernel whose rustc is not installed: the build fails, make.log names it.
 mr=7.3.99-otherrustc

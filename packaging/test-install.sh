@@ -37,7 +37,7 @@ check "depmod.d override" cmp "$ROOT/packaging/depmod.d/peermem.conf" "$D/etc/de
 S=$D/usr/src/peermem-$VERSION
 check "dkms.conf installed" test -f "$S/dkms.conf"
 check "dkms.conf version substituted" grep -qx "PACKAGE_VERSION=\"$VERSION\"" "$S/dkms.conf"
-check "dkms.conf has no placeholder left" bash -c "! grep -q @VERSION@ '$S/dkms.conf'"
+check "dkms.conf has no placeholder left" bash -c "! grep -q '@[A-Z]*@' '$S/dkms.conf'"
 check "dkms sources: Kbuild, Makefile, VERSION, SUPPORTED_KERNELS" test -f "$S/Kbuild" -a -f "$S/Makefile" -a -f "$S/VERSION" -a -f "$S/SUPPORTED_KERNELS"
 check "dkms sources: module root src/peermem.rs" test -f "$S/src/peermem.rs"
 check "dkms sources: C glue and headers" test -f "$S/src/glue.c" -a -f "$S/include/nv-p2p.h"
@@ -143,6 +143,20 @@ conf=$(env -i PATH="$PATH" FIND_SYMVERS_ROOT="$F" ARCH=x86_64 bash -c '
 check "dkms.conf: names and locations" test "$(head -1 <<<"$conf")" = "peermem|$VERSION|peermem|build/peermem/|/extra|yes"
 check "dkms.conf: MAKE carries KDIR and the found symvers" test "$(tail -1 <<<"$conf")" = "make KDIR=/lib/modules/$KVER/build KBUILD_EXTRA_SYMBOLS='$F/usr/src/ofa_kernel/x86_64/$KVER/Module.symvers $F/usr/src/nvidia-580.65.06/Module.symvers' modules"
 check "dkms.conf: kernels without Rust are not built for" grep -qx 'BUILD_EXCLUSIVE_CONFIG="CONFIG_RUST"' "$S/dkms.conf"
+# The releases dkms builds for are SUPPORTED_KERNELS' (written there only): each
+# listed release's kernels match dkms's pattern (as dkms matches it: bash's =~), a
+# release next to them does not.
+excl=$(bash -c '. "$1" 2>/dev/null; echo "$BUILD_EXCLUSIVE_KERNEL"' _ "$S/dkms.conf")
+rels=$(sed -e 's/#.*//' "$ROOT/SUPPORTED_KERNELS" | tr -s ' \n' ' ')
+matches() { [[ $1 =~ $excl ]]; }
+for r in $rels; do
+	for k in "$r.0-34-generic" "$r.4+deb13-amd64" "$r.0"; do
+		check "dkms.conf: a kernel of $r ($k) is built for (SUPPORTED_KERNELS)" matches "$k"
+	done
+done
+for k in 7.2.12+deb13-amd64 7.1.0-rust 6.12.48+deb13-amd64 7.30.1-generic 17.0.1-generic; do
+	check "dkms.conf: $k is skipped (not in SUPPORTED_KERNELS)" bash -c '! [[ $1 =~ $2 ]]' _ "$k" "$excl"
+done
 
 # 6. The drop-in's dkms package: its own name and source tree, nvidia-peermem.ko, no
 # edits.
@@ -154,7 +168,9 @@ check "drop-in package: sources in /usr/src/peermem-dropin-<VERSION>" test -f "$
 check "drop-in package: no native package laid out" test ! -e "$D/usr/src/peermem-$VERSION"
 check "drop-in package: no placeholder left" bash -c "! grep -q '@[A-Z]*@' '$SD/dkms.conf'"
 check "drop-in package: dkms.conf is the template with @DROPIN@ 1" \
-	bash -c "diff <(sed 's/@VERSION@/$VERSION/g; s/@DROPIN@/1/g' '$ROOT/packaging/dkms.conf') '$SD/dkms.conf'"
+	bash -c "diff <(sed 's/@VERSION@/$VERSION/g; s/@DROPIN@/1/g; /^BUILD_EXCLUSIVE_KERNEL=/d' '$ROOT/packaging/dkms.conf') <(grep -v '^BUILD_EXCLUSIVE_KERNEL=' '$SD/dkms.conf')"
+check "drop-in package: ... with the native package's releases" \
+	bash -c "[ \"\$(grep '^BUILD_EXCLUSIVE_KERNEL=' '$SD/dkms.conf')\" = \"\$(grep '^BUILD_EXCLUSIVE_KERNEL=' '$S/dkms.conf')\" ]"
 check "drop-in package: output names it" grep -q "installed $SD/dkms.conf" <<<"$out"
 conf=$(env -i PATH="$PATH" FIND_SYMVERS_ROOT="$F" ARCH=x86_64 bash -c '
 	kernelver='"$KVER"'; kernel_source_dir=/lib/modules/'"$KVER"'/build; source_tree='"$D/usr/src"'

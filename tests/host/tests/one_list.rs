@@ -24,7 +24,7 @@ fn supported() -> Vec<String> {
         .collect()
 }
 
-/// "7.0, 7.2 and 7.3".
+/// The list as a sentence writes it: "7.0 and 7.3" (three: "7.0, 7.1 and 7.3").
 fn spoken(list: &[String]) -> String {
     match list {
         [] => String::new(),

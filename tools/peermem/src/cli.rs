@@ -71,8 +71,10 @@ pub enum Cmd {
     },
     /// Checks this host for peermem and GPUDirect RDMA
     ///
-    /// One OK/WARN/FAIL/N/A line per check; the last line names the first thing to
-    /// fix. Exits 1 if a check FAILs.
+    /// One OK/WARN/FAIL/N/A line per check, in the order things depend on each other;
+    /// the last line names the first thing to fix. Exits 1 if a check FAILs (where
+    /// jobs use dma-buf, a check of the peer-memory path only with
+    /// --require-peer-memory).
     Doctor {
         /// `--json`, `--root`.
         #[command(flatten)]
@@ -93,6 +95,12 @@ pub enum Cmd {
         /// --root is / and the build is not statically linked: libibverbs.so.1)
         #[arg(long, value_name = "LIB")]
         verbs_lib: Option<PathBuf>,
+        /// Count the peer-memory checks (the module, its core, its kernel) also where
+        /// every library registers GPU memory through dma-buf, which needs no peermem:
+        /// for hosts that must serve ibv_reg_mr on GPU memory (perftest, MPI, NCCL's
+        /// GIN)
+        #[arg(long)]
+        require_peer_memory: bool,
     },
     /// The entrypoint of a container that loads peermem into its node's kernel
     /// (a Kubernetes DaemonSet beside the GPU and Network Operators; docs/fleet.md)

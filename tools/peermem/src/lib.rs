@@ -35,8 +35,11 @@ pub const JSON_SCHEMA_VERSION: u32 = 1;
 
 /// The `schema_version` of `doctor --json`, by the same rule. 2: `client-registered`
 /// moved the checks after `peer-memory-core` one place on (a consumer reading them by
-/// position reads others), with `gpu-memory-path`, `paths` and `path_facts` added.
-pub const DOCTOR_JSON_SCHEMA_VERSION: u32 = 2;
+/// position reads others), with `gpu-memory-path`, `paths` and `path_facts` added. 3:
+/// the checks in dependency order (GPU driver and RDMA core before the module),
+/// `fix_first`, `first_warning` and `peer_memory_needed` added, and each check's
+/// `peer_memory`.
+pub const DOCTOR_JSON_SCHEMA_VERSION: u32 = 3;
 
 /// This repository's version (the `VERSION` file), which the module declares with
 /// `MODULE_VERSION`: how `doctor` tells our `nvidia_peermem` from NVIDIA's.

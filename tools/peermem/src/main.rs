@@ -5,12 +5,13 @@
 //! ```text
 //! peermem status [--json | --prometheus [--textfile-dir DIR]] [--root DIR]
 //! peermem doctor [--json] [--root DIR] [--nvidia-smi-output FILE | --no-nvidia-smi]
+//!                [--env FILE] [--verbs-lib LIB] [--require-peer-memory]
 //! peermem agent run --module-file FILE [--param N=V]... [--metrics-addr ADDR] [--grace S]
 //! peermem agent probe|stop [--module NAME]
 //! peermem --version
 //! ```
 //!
-//! Exit codes: 0 success (doctor: no FAIL); 1 doctor found a FAIL, or a debugfs file
+//! Exit codes: 0 success (doctor: no FAIL that counts); 1 doctor found one, or a debugfs file
 //! did not parse; 2 the module's debugfs directory is missing; 64 bad usage; 77 a file
 //! only root may read (run as root). `status --prometheus` exits 0 where the module's
 //! debugfs files cannot be read (missing or root's), printing `peermem_up 0`.
@@ -129,6 +130,7 @@ fn doctor(
     no_smi: bool,
     env_file: Option<&Path>,
     verbs_lib: Option<&Path>,
+    require_peer_memory: bool,
 ) -> ExitCode {
     let root = Root::new(&common.root);
     let gpus = match gpu_facts(smi_file, no_smi, &root) {
@@ -161,7 +163,10 @@ fn doctor(
         }
         None => verbs::probe(verbs::DEFAULT_LIB),
     };
-    let report = doctor::run_full(&root, gpus, &env, &nics);
+    let mut report = doctor::run_full(&root, gpus, &env, &nics);
+    if require_peer_memory {
+        report.require_peer_memory();
+    }
     if let Some(why) = doctor::permission_denied(&root) {
         eprintln!("peermem: {why}");
         return ExitCode::from(EXIT_NOPERM);
@@ -202,12 +207,14 @@ fn main() -> ExitCode {
             no_nvidia_smi,
             env,
             verbs_lib,
+            require_peer_memory,
         } => doctor(
             &common,
             nvidia_smi_output.as_deref(),
             no_nvidia_smi,
             env.as_deref(),
             verbs_lib.as_deref(),
+            require_peer_memory,
         ),
         Cmd::Agent(cmd) => ExitCode::from(agent_cmd(cmd)),
     }

@@ -249,7 +249,7 @@ fn h100_with_dropin_is_ready() {
         ),
         (
             "kernel-release",
-            "Linux 7.0 (7.0.0-34-generic): peermem supports Linux 7.0, 7.2, 7.3",
+            "Linux 7.0 (7.0.0-34-generic): peermem supports Linux 7.0, 7.3",
         ),
         (
             "app-detection",
@@ -406,13 +406,29 @@ fn nvidia_smi_small_bar1_warns() {
     );
 }
 
+/// Nothing installed: the GPU driver is what to fix first, then the HCA, then the
+/// module, which loads over them (dependency order), whose fix is installing the
+/// package whose unit loads it.
 #[test]
-fn empty_root_fails_on_the_module_first() {
+fn empty_root_fails_on_the_gpu_driver_first_not_the_module() {
     let r = run_at(&fixture("status-no-debugfs/nowhere"));
     assert_eq!(verdict(&r, "kernel-rust"), Verdict::Warn);
     assert_eq!(verdict(&r, "kernel-release"), Verdict::Warn);
-    first_fail(&r, "peermem-module");
-    assert_eq!(verdict(&r, "nvidia-driver"), Verdict::Fail);
+    first_fail(&r, "nvidia-driver");
+    let fails: Vec<&str> = r
+        .checks
+        .iter()
+        .filter(|c| c.verdict == Verdict::Fail)
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(
+        fails,
+        ["nvidia-driver", "hca", "peermem-module", "app-detection"]
+    );
+    assert!(fix(check(&r, "peermem-module")).starts_with("install peermem's package"));
+    assert!(r
+        .summary()
+        .starts_with("verdict: not ready; fix first: nvidia-driver: "));
 }
 
 #[test]
@@ -441,8 +457,9 @@ fn text_and_json_rendering() {
                "detail": "CONFIG_RUST=y (from /boot/config-7.0.0-34-generic); \
                           /lib/modules/7.0.0-34-generic/build has the kernel's Rust crates \
                           (rust/*.rmeta, rust/libmacros.so) and scripts/target.json",
-               "fix": null})
+               "fix": null, "peer_memory": true})
     );
+    assert_eq!(v["fix_first"], json!("nvidia-driver"));
     let failed = json_check(&v, "nvidia-driver");
     assert_eq!(failed["verdict"], json!("FAIL"));
     assert_eq!(
@@ -451,9 +468,10 @@ fn text_and_json_rendering() {
     );
 }
 
-/// What `peermem doctor --json` prints: `{"schema_version", "ready", "verdict", "checks",
-/// "paths", "path_facts"}`, each check
-/// `{"id", "verdict", "detail", "fix"}` with the same results as the library's report.
+/// What `peermem doctor --json` prints: `{"schema_version", "ready", "verdict",
+/// "fix_first", "first_warning", "peer_memory_needed", "checks", "paths",
+/// "path_facts"}`, each check `{"id", "verdict", "detail", "fix", "peer_memory"}` with
+/// the same results as the library's report.
 #[test]
 fn json_output_has_the_documented_shape() {
     for case in [
@@ -470,21 +488,44 @@ fn json_output_has_the_documented_shape() {
                 "schema_version",
                 "ready",
                 "verdict",
+                "fix_first",
+                "first_warning",
+                "peer_memory_needed",
                 "checks",
                 "paths",
                 "path_facts"
             ],
             "{case}"
         );
-        assert_eq!(v["schema_version"], json!(2), "{case}");
+        assert_eq!(v["schema_version"], json!(3), "{case}");
         let want = run(case);
         assert_eq!(v["ready"], json!(want.ready()), "{case}");
         assert_eq!(out.status.code(), Some(if want.ready() { 0 } else { 1 }));
         assert_eq!(v["verdict"], json!(want.summary()), "{case}");
+        assert_eq!(
+            v["fix_first"],
+            json!(want.first_fail().map(|c| c.id)),
+            "{case}"
+        );
+        assert_eq!(
+            v["first_warning"],
+            json!(want.first_warn().map(|c| c.id)),
+            "{case}"
+        );
+        assert_eq!(
+            v["peer_memory_needed"],
+            json!(want.peer_memory_needed),
+            "{case}"
+        );
         let checks = v["checks"].as_array().expect("checks is an array");
         assert_eq!(checks.len(), want.checks.len(), "{case}");
         for (c, w) in checks.iter().zip(&want.checks) {
-            assert_eq!(keys(c), ["id", "verdict", "detail", "fix"], "{case}: {c}");
+            assert_eq!(
+                keys(c),
+                ["id", "verdict", "detail", "fix", "peer_memory"],
+                "{case}: {c}"
+            );
+            assert_eq!(c["peer_memory"], json!(w.peer_memory));
             assert_eq!(c["id"], json!(w.id));
             assert!(
                 ["OK", "WARN", "FAIL", "N/A"].contains(&c["verdict"].as_str().unwrap()),
@@ -571,9 +612,9 @@ fn an_unsupported_kernel_fails_with_the_supported_list() {
     let c = first_fail(&r, "kernel-release");
     assert_eq!(
         c.detail,
-        "Linux 6.14 (6.14.0-rust) is not supported: peermem supports Linux 7.0, 7.2, 7.3"
+        "Linux 6.14 (6.14.0-rust) is not supported: peermem supports Linux 7.0, 7.3"
     );
-    assert!(fix(c).contains("Linux 7.0, 7.2, 7.3"));
+    assert!(fix(c).contains("Linux 7.0, 7.3"));
     assert!(!r.ready());
     // Its build tree is not recorded; the loaded module makes that a warning.
     assert_eq!(verdict(&r, "kernel-rust"), Verdict::Warn);
@@ -593,9 +634,9 @@ fn linux_7_1_is_not_supported() {
         &r,
         "kernel-release",
         Verdict::Fail,
-        "Linux 7.1 (7.1.0-rust) is not supported: peermem supports Linux 7.0, 7.2, 7.3",
+        "Linux 7.1 (7.1.0-rust) is not supported: peermem supports Linux 7.0, 7.3",
     );
-    assert!(fix(c).contains("boot a Linux 7.0, 7.2, 7.3 kernel"));
+    assert!(fix(c).contains("boot a Linux 7.0, 7.3 kernel"));
     assert!(!r.ready());
 }
 
@@ -754,7 +795,7 @@ fn debian_13_without_rust_files_names_lib_rust() {
         &r,
         "kernel-release",
         Verdict::Ok,
-        "Linux 7.3 (7.3.4+deb13-amd64): peermem supports Linux 7.0, 7.2, 7.3",
+        "Linux 7.3 (7.3.4+deb13-amd64): peermem supports Linux 7.0, 7.3",
     );
     expect(&r, "toolchain", Verdict::Ok);
 }

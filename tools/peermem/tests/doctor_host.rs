@@ -166,7 +166,8 @@ fn a_symbol_version_mismatch_fails_naming_symbol_and_module() {
     // The module is not loaded: that fails first, symbol-errors says why.
     first_fail(&r, "peermem-module");
     let ids: Vec<&str> = r.checks.iter().map(|c| c.id).collect();
-    assert_eq!(ids[2..4], ["peermem-module", "symbol-errors"]);
+    let at = ids.iter().position(|i| *i == "peermem-module").unwrap();
+    assert_eq!(ids[at..at + 2], ["peermem-module", "symbol-errors"]);
 }
 
 /// `insmod` of peermem.ko without nvidia.ko loaded: nvidia_p2p_get_pages is exported by
@@ -764,8 +765,8 @@ fn core_symbols_compares_the_module_crcs_with_mofed_symvers() {
 
 // ---- other-kernels ----------------------------------------------------------------
 
-/// A second kernel installed on the Debian 13 host (7.2.12, image and headers) before
-/// a reboot: dkms could not build peermem for it without its Rust build files, so the
+/// A second kernel installed on the Debian 13 host (a newer 7.3, image and headers)
+/// before a reboot: dkms could not build peermem for it without its Rust build files, so the
 /// check fails naming the kernel and the commands (its source, then dkms); with the
 /// Rust build files, dkms; with the module installed, OK. A kernel image without a
 /// build tree warns; the running kernel and kernels without Rust are not looked at.
@@ -778,7 +779,7 @@ fn an_installed_kernel_without_the_module_fails() {
         Verdict::Ok,
         "no other kernel with Rust support is installed",
     );
-    let k = "7.2.12+deb13-amd64";
+    let k = "7.3.9+deb13-amd64";
     write(&dir, &format!("/boot/vmlinuz-{k}"), "image");
     write(
         &dir,
@@ -806,7 +807,7 @@ fn an_installed_kernel_without_the_module_fails() {
     assert_eq!(
         fix(c),
         format!(
-            "for {k}: its Rust build files are missing: apt install linux-source-7.2 (the \
+            "for {k}: its Rust build files are missing: apt install linux-source-7.3 (the \
              version of linux-headers-{k}) && dkms autoinstall -k {k}"
         )
     );
@@ -834,8 +835,8 @@ fn an_installed_kernel_without_the_module_fails() {
         &format!("peermem is installed for {k}"),
     );
     // An image whose headers are not installed; and a kernel without Rust, ignored.
-    write(&dir, "/boot/vmlinuz-7.2.9+deb13-amd64", "image");
-    std::fs::create_dir_all(dir.join("lib/modules/7.2.9+deb13-amd64")).unwrap();
+    write(&dir, "/boot/vmlinuz-7.3.8+deb13-amd64", "image");
+    std::fs::create_dir_all(dir.join("lib/modules/7.3.8+deb13-amd64")).unwrap();
     write(&dir, "/lib/modules/6.12.48+deb13-amd64/vmlinuz", "image");
     write(
         &dir,
@@ -846,8 +847,43 @@ fn an_installed_kernel_without_the_module_fails() {
     let c = expect(&r, "other-kernels", Verdict::Warn);
     assert_eq!(
         c.detail,
-        "installed kernel 7.2.9+deb13-amd64 has no build tree: dkms cannot build peermem for it"
+        "installed kernel 7.3.8+deb13-amd64 has no build tree: dkms cannot build peermem for it"
     );
+}
+
+/// A kernel of a release outside SUPPORTED_KERNELS (Debian's former 7.2 backports
+/// kernel, image and headers with Rust): dkms skips it, so no dkms command can help;
+/// the check warns, naming its release and the supported ones, and the fix is booting
+/// one of those. With its headers, its Rust build files or none, the same.
+#[test]
+fn an_installed_kernel_of_an_unsupported_release_warns_without_dkms_advice() {
+    let dir = Scratch::copy_of("debian-13-lib-rust", "other-kernels-unsupported");
+    let k = "7.2.12+deb13-amd64";
+    write(&dir, &format!("/boot/vmlinuz-{k}"), "image");
+    write(
+        &dir,
+        &format!("/lib/modules/{k}/build/.config"),
+        "CONFIG_X86_64=y\nCONFIG_RUST=y\n",
+    );
+    let list = peermem_tool::doctor::supported_list();
+    assert!(!list.contains("7.2"), "SUPPORTED_KERNELS lists 7.2: {list}");
+    let r = run_at(&dir);
+    let c = expect(&r, "other-kernels", Verdict::Warn);
+    assert_eq!(
+        c.detail,
+        format!(
+            "installed kernel {k} (Linux 7.2) is of a release peermem does not support \
+             (Linux {list}): dkms skips it, and after a reboot into it GPUDirect RDMA is gone"
+        )
+    );
+    assert_eq!(
+        fix(c),
+        format!(
+            "boot a Linux {list} kernel (make it the default boot entry); the other may stay \
+             installed"
+        )
+    );
+    assert!(!fix(c).contains("dkms"));
 }
 
 // ---- pcie-path --------------------------------------------------------------------
@@ -1031,40 +1067,56 @@ fn acs_capability_is_found_in_the_extended_chain() {
 
 // ---- order --------------------------------------------------------------------------
 
-/// healthy-h100, every check OK.
+/// healthy-h100, every check OK: the checks run in the order of `CHECK_IDS`, the order
+/// things depend on each other: the kernel, the GPU driver, the RDMA core (its
+/// peer-memory core, the HCA), then the module over them, then the platform.
 #[test]
-fn checks_run_in_the_order_a_user_fixes_them() {
+fn checks_run_in_dependency_order() {
     let r = run("healthy-h100");
     let ids: Vec<&str> = r.checks.iter().map(|c| c.id).collect();
-    assert_eq!(
-        ids,
-        [
-            "kernel-rust",
-            "kernel-release",
-            "peermem-module",
-            "symbol-errors",
-            "app-detection",
-            "nvidia-driver",
-            "driver-version",
-            "persistent-api",
-            "gpu-product",
-            "peer-memory-core",
-            "client-registered",
-            "core-symbols",
-            "hca",
-            "pin-mode",
-            "module-signature",
-            "boot-load",
-            "other-kernels",
-            "toolchain",
-            "iommu",
-            "pcie-path",
-            "bar1",
-            "mig",
-            "confidential-compute",
-            "gpu-memory-path",
-        ]
-    );
+    let table: Vec<&str> = peermem_tool::doctor::CHECK_IDS
+        .iter()
+        .map(|(id, _)| *id)
+        .collect();
+    assert_eq!(ids, table);
+    let pos = |id: &str| ids.iter().position(|i| *i == id).unwrap();
+    for module in ["peermem-module", "app-detection", "client-registered"] {
+        for before in ["kernel-rust", "nvidia-driver", "peer-memory-core", "hca"] {
+            assert!(pos(before) < pos(module), "{before} after {module}");
+        }
+    }
+}
+
+/// Each check's `peer_memory` is CHECK_IDS' (only the peer-memory path needs it): the
+/// module's and its kernel's and core's checks are, the GPU driver's, the HCA's and
+/// the platform's are not.
+#[test]
+fn each_check_says_whether_only_peer_memory_needs_it() {
+    let r = run("healthy-h100");
+    let peer: Vec<&str> = r
+        .checks
+        .iter()
+        .filter(|c| c.peer_memory)
+        .map(|c| c.id)
+        .collect();
+    for id in [
+        "kernel-rust",
+        "peer-memory-core",
+        "peermem-module",
+        "app-detection",
+        "boot-load",
+    ] {
+        assert!(peer.contains(&id), "{id}");
+    }
+    for id in [
+        "nvidia-driver",
+        "hca",
+        "iommu",
+        "pcie-path",
+        "gpu-memory-path",
+    ] {
+        assert!(!peer.contains(&id), "{id}");
+    }
 }
 
 /// docs/install.md's "Checking a host: peermem doctor" table lists every check, in the

@@ -123,7 +123,7 @@ fn check<'a>(v: &'a Value, id: &str) -> &'a Value {
 fn dmabuf_everywhere_when_every_fact_allows_it() {
     let dir = host("all-dmabuf");
     let (v, calls) = doctor(&dir, "mlx5_0=EBADF", "");
-    assert_eq!(v["schema_version"], 2);
+    assert_eq!(v["schema_version"], 3);
     assert_eq!(paths3(&v, "mlx5_0"), ["dma-buf", "dma-buf", "dma-buf"]);
     let (_, why) = path(&v, "nccl", "mlx5_0");
     assert!(
@@ -640,4 +640,91 @@ fn no_rdma_device_is_no_path() {
         calls.trim(),
         "list=1 free=1 open=0 close=0 pd=0 dealloc=0 mr=0 dereg=0"
     );
+}
+
+/// `peermem doctor --json` on `dir` with `extra` arguments, every NIC answering the
+/// dma-buf probe with `devices`: the JSON and the exit status.
+fn doctor_exit(dir: &Path, devices: &str, extra: &[&str]) -> (Value, Option<i32>) {
+    let so = stub(dir);
+    let mut args = vec![
+        "doctor",
+        "--json",
+        "--root",
+        arg(dir),
+        "--verbs-lib",
+        arg(&so),
+    ];
+    args.extend_from_slice(extra);
+    let out = Command::new(env!("CARGO_BIN_EXE_peermem"))
+        .args(&args)
+        .env("PEERMEM_STUB_DEVICES", devices)
+        .env("PEERMEM_STUB_LOG", dir.join("stub.log"))
+        .env_remove("NCCL_DMABUF_ENABLE")
+        .env_remove("UCX_IB_GPU_DIRECT_RDMA")
+        .output()
+        .unwrap();
+    (
+        parse(&String::from_utf8_lossy(&out.stdout)),
+        out.status.code(),
+    )
+}
+
+/// A host on an upstream kernel whose jobs all take dma-buf: no peer-memory core, no
+/// peermem. Peer memory is not what they use: the verdict says so and the host is
+/// ready (exit 0), the peer-memory checks printed but not counted; the GPU driver's
+/// and the platform's still count. `--require-peer-memory` counts them: not ready,
+/// the first to fix the core (it comes before the module that needs it).
+#[test]
+fn a_dmabuf_host_does_not_need_peer_memory_unless_required() {
+    let dir = host("dmabuf-no-peermem");
+    std::fs::remove_dir_all(dir.join("sys/module/nvidia_peermem")).unwrap();
+    let kallsyms = dir.join("proc/kallsyms");
+    let upstream: String = std::fs::read_to_string(&kallsyms)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.contains("peer_memory"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&kallsyms, upstream).unwrap();
+    let (v, code) = doctor_exit(&dir, "mlx5_0=EBADF", &[]);
+    assert_eq!(paths3(&v, "mlx5_0"), ["dma-buf", "dma-buf", "dma-buf"]);
+    assert_eq!(check(&v, "peermem-module")["verdict"], "FAIL");
+    assert_eq!(check(&v, "peer-memory-core")["verdict"], "FAIL");
+    assert_eq!(code, Some(0), "{}", v["verdict"]);
+    assert_eq!(v["ready"], true);
+    assert_eq!(v["peer_memory_needed"], false);
+    assert_eq!(v["fix_first"], Value::Null);
+    let verdict = v["verdict"].as_str().unwrap();
+    assert!(
+        verdict.contains(
+            "NCCL, UCX and libfabric register GPU memory through dma-buf: peer memory \
+             (peermem) is not what jobs use here and is not needed"
+        ),
+        "{verdict}"
+    );
+    assert!(
+        verdict.contains("not counted: peer-memory-core, peermem-module"),
+        "{verdict}"
+    );
+    assert!(
+        verdict.contains("--require-peer-memory counts them"),
+        "{verdict}"
+    );
+
+    let (v, code) = doctor_exit(&dir, "mlx5_0=EBADF", &["--require-peer-memory"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(v["ready"], false);
+    assert_eq!(v["peer_memory_needed"], true);
+    assert_eq!(v["fix_first"], "peer-memory-core");
+    assert!(v["verdict"]
+        .as_str()
+        .unwrap()
+        .starts_with("verdict: not ready; fix first: peer-memory-core: "));
+
+    // A check that is not peer memory's still counts: without the GPU driver, not
+    // ready, whatever the path.
+    std::fs::remove_dir_all(dir.join("sys/module/nvidia")).unwrap();
+    let (v, code) = doctor_exit(&dir, "mlx5_0=EBADF", &[]);
+    assert_eq!(code, Some(1));
+    assert_eq!(v["fix_first"], "nvidia-driver");
 }

@@ -34,7 +34,7 @@ pub fn supported_kernels() -> Vec<(u32, u32)> {
         .collect()
 }
 
-/// The supported releases as text: `7.0, 7.2, 7.3`.
+/// The supported releases as text: `7.0, 7.3`.
 pub fn supported_list() -> String {
     supported_kernels()
         .iter()

@@ -4,8 +4,11 @@
 //!
 //! Each check reads files under a [`Root`] (plus, optionally, GPU facts from NVML or
 //! `nvidia-smi -q`) and gives one [`Verdict`]. The report names the first thing to
-//! fix: checks run in the order a user would fix them (kernel, module, driver, core,
-//! platform).
+//! fix, by its id: checks run in the order things depend on each other (the kernel,
+//! the GPU driver, the RDMA core, then the module over them, then the platform).
+//! Where every library registers GPU memory through dma-buf, the checks that only the
+//! peer-memory path needs ([`Check::peer_memory`]) do not count unless asked
+//! ([`Report::require_peer_memory`]): the host is ready without peermem.
 
 mod gpu;
 mod kernel;
@@ -74,10 +77,11 @@ impl Serialize for Verdict {
     }
 }
 
-/// One check's result; in JSON, `{"id":..,"verdict":..,"detail":..,"fix":..|null}`.
+/// One check's result; in JSON,
+/// `{"id":..,"verdict":..,"detail":..,"fix":..|null,"peer_memory":..}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Check {
-    /// A stable identifier (`kernel-rust`, `nvidia-driver`, ...).
+    /// A stable identifier (`kernel-rust`, `nvidia-driver`, ...), one of [`CHECK_IDS`].
     pub id: &'static str,
     /// The verdict.
     pub verdict: Verdict,
@@ -85,15 +89,51 @@ pub struct Check {
     pub detail: String,
     /// What to do about it (for WARN and FAIL).
     pub fix: Option<String>,
+    /// Only the peer-memory path needs this (peermem, its build, its core): on a host
+    /// whose jobs register GPU memory through dma-buf it does not count.
+    pub peer_memory: bool,
 }
+
+/// Every check's id, in the order the checks run, with whether only the peer-memory
+/// path needs it (the kernel's Rust support and release, the persistent pin API, the
+/// peer-memory core and everything about the module are peermem's; the GPU driver,
+/// the HCA and the platform are GPUDirect RDMA's, whichever path it takes).
+pub const CHECK_IDS: [(&str, bool); 24] = [
+    ("kernel-rust", true),
+    ("kernel-release", true),
+    ("nvidia-driver", false),
+    ("driver-version", false),
+    ("persistent-api", true),
+    ("gpu-product", false),
+    ("peer-memory-core", true),
+    ("hca", false),
+    ("peermem-module", true),
+    ("symbol-errors", true),
+    ("app-detection", true),
+    ("client-registered", true),
+    ("core-symbols", true),
+    ("pin-mode", true),
+    ("module-signature", true),
+    ("boot-load", true),
+    ("other-kernels", true),
+    ("toolchain", true),
+    ("iommu", false),
+    ("pcie-path", false),
+    ("bar1", false),
+    ("mig", false),
+    ("confidential-compute", false),
+    ("gpu-memory-path", false),
+];
 
 impl Check {
     fn new(id: &'static str, verdict: Verdict, detail: impl Into<String>) -> Self {
+        let peer_memory = CHECK_IDS.iter().any(|&(i, p)| i == id && p);
         Check {
             id,
             verdict,
             detail: detail.into(),
             fix: None,
+            peer_memory,
         }
     }
 
@@ -112,6 +152,10 @@ pub struct Report {
     pub paths: Vec<Decision>,
     /// The facts the paths were decided from.
     pub path_facts: Option<path::Facts>,
+    /// Whether the checks of the peer-memory path count: false only where every
+    /// library registers GPU memory through dma-buf, until
+    /// [`Report::require_peer_memory`].
+    pub peer_memory_needed: bool,
 }
 
 impl Report {
@@ -120,17 +164,31 @@ impl Report {
         self.checks.iter().find(|c| c.id == id)
     }
 
-    /// The first failed check: the first thing to fix.
+    /// Counts the peer-memory path's checks even where jobs use dma-buf (`peermem
+    /// doctor --require-peer-memory`: a host that must serve `ibv_reg_mr` on GPU
+    /// memory, perftest, MPI or NCCL's GIN).
+    pub fn require_peer_memory(&mut self) {
+        self.peer_memory_needed = true;
+    }
+
+    /// The checks the verdict counts.
+    fn counted(&self) -> impl Iterator<Item = &Check> {
+        self.checks
+            .iter()
+            .filter(|c| self.peer_memory_needed || !c.peer_memory)
+    }
+
+    /// The first failed check that counts: the first thing to fix.
     pub fn first_fail(&self) -> Option<&Check> {
-        self.checks.iter().find(|c| c.verdict == Verdict::Fail)
+        self.counted().find(|c| c.verdict == Verdict::Fail)
     }
 
-    /// The first warning.
+    /// The first warning that counts.
     pub fn first_warn(&self) -> Option<&Check> {
-        self.checks.iter().find(|c| c.verdict == Verdict::Warn)
+        self.counted().find(|c| c.verdict == Verdict::Warn)
     }
 
-    /// Whether nothing failed.
+    /// Whether no check that counts failed.
     pub fn ready(&self) -> bool {
         self.first_fail().is_none()
     }
@@ -141,18 +199,37 @@ impl Report {
             Some(fix) => format!("{}: {}", c.id, fix),
             None => format!("{}: {}", c.id, c.detail),
         };
-        if let Some(c) = self.first_fail() {
+        let mut line = if let Some(c) = self.first_fail() {
             format!("verdict: not ready; fix first: {}", describe(c))
         } else if let Some(c) = self.first_warn() {
             let n = self
-                .checks
-                .iter()
+                .counted()
                 .filter(|c| c.verdict == Verdict::Warn)
                 .count();
             format!("verdict: ready, {n} warning(s); first: {}", describe(c))
         } else {
             "verdict: ready".to_owned()
+        };
+        if !self.peer_memory_needed {
+            let uncounted: Vec<&str> = self
+                .checks
+                .iter()
+                .filter(|c| c.peer_memory && matches!(c.verdict, Verdict::Fail | Verdict::Warn))
+                .map(|c| c.id)
+                .collect();
+            line.push_str(
+                "; NCCL, UCX and libfabric register GPU memory through dma-buf: peer memory \
+                 (peermem) is not what jobs use here and is not needed",
+            );
+            if !uncounted.is_empty() {
+                let _ = write!(
+                    line,
+                    " (not counted: {}; --require-peer-memory counts them)",
+                    uncounted.join(", ")
+                );
+            }
         }
+        line
     }
 
     /// The human rendering: one verdict line per check (with its fix indented below),
@@ -172,7 +249,8 @@ impl Report {
     }
 
     /// The JSON rendering:
-    /// `{"schema_version":2,"ready":..,"verdict":"..","checks":[{..}],
+    /// `{"schema_version":3,"ready":..,"verdict":"..","fix_first":id|null,
+    /// "first_warning":id|null,"peer_memory_needed":..,"checks":[{..}],
     /// "paths":[{"library":..,"nic":..,"path":..,"why":[..]}],"path_facts":{..}}`.
     pub fn render_json(&self) -> String {
         #[derive(Serialize)]
@@ -180,6 +258,9 @@ impl Report {
             schema_version: u32,
             ready: bool,
             verdict: String,
+            fix_first: Option<&'static str>,
+            first_warning: Option<&'static str>,
+            peer_memory_needed: bool,
             checks: &'a [Check],
             paths: &'a [Decision],
             path_facts: &'a Option<path::Facts>,
@@ -188,6 +269,9 @@ impl Report {
             schema_version: crate::DOCTOR_JSON_SCHEMA_VERSION,
             ready: self.ready(),
             verdict: self.summary(),
+            fix_first: self.first_fail().map(|c| c.id),
+            first_warning: self.first_warn().map(|c| c.id),
+            peer_memory_needed: self.peer_memory_needed,
             checks: &self.checks,
             paths: &self.paths,
             path_facts: &self.path_facts,
@@ -358,20 +442,21 @@ pub fn run_full(root: &Root, gpus: Option<nvsmi::Report>, env: &Env, nics: &NicA
         smi,
         log: logs::kernel_log(root),
     };
+    // In the order of CHECK_IDS: what the module needs before the module.
     let mut checks = vec![
         kernel::kernel_rust(&host),
         kernel::kernel_release(&host),
-        peermem_module(&host),
-        logs::symbol_errors(&host),
-        app_detection(&host),
         nvidia_driver(&host),
     ];
     checks.extend(nvidia_version(&host));
     checks.push(gpu::gpu_product(&host));
     checks.push(peer_memory_core(&host));
+    checks.push(rdma::hca(&host));
+    checks.push(peermem_module(&host));
+    checks.push(logs::symbol_errors(&host));
+    checks.push(app_detection(&host));
     checks.push(client_registered(&host));
     checks.push(core_symbols(&host));
-    checks.push(rdma::hca(&host));
     checks.push(pin_mode(&host));
     checks.push(module_signature(&host));
     checks.push(boot_load(&host));
@@ -383,10 +468,12 @@ pub fn run_full(root: &Root, gpus: Option<nvsmi::Report>, env: &Env, nics: &NicA
     let facts = path::facts(&host, env);
     let paths = path::decide(&facts, env, nics);
     checks.push(path::check(&paths, &facts, nics));
+    let dma_buf_only = !paths.is_empty() && paths.iter().all(|d| d.path == GpuPath::DmaBuf);
     Report {
         checks,
         paths,
         path_facts: Some(facts),
+        peer_memory_needed: !dma_buf_only,
     }
 }
 
@@ -413,6 +500,12 @@ fn boot_unit(h: &Host<'_>) -> Option<(String, String)> {
     if !wants.iter().any(|w| w == "peermem.service") {
         return None;
     }
+    unit_file(h)
+}
+
+/// The module `peermem.service` loads (its `ExecStart=` modprobe) and where the unit
+/// lives, enabled or not; `None` when no unit is installed.
+fn unit_file(h: &Host<'_>) -> Option<(String, String)> {
     UNIT_DIRS.iter().find_map(|dir| {
         let file = format!("{dir}/peermem.service");
         let text = h.root.read(&file)?;
@@ -424,6 +517,31 @@ fn boot_unit(h: &Host<'_>) -> Option<(String, String)> {
         })?;
         Some((module, file))
     })
+}
+
+/// How to load the module: through `peermem.service` where it is installed (a load
+/// outside it makes `systemctl restart openibd` fail, boot-load); else install the
+/// package that brings it, or modprobe where there is none.
+fn load_fix(h: &Host<'_>) -> String {
+    match unit_file(h) {
+        Some((module, file)) => {
+            let enable = if boot_unit(h).is_some() {
+                String::new()
+            } else {
+                " and systemctl enable peermem.service (it is not enabled: gone after a reboot)"
+                    .to_owned()
+            };
+            format!(
+                "systemctl start peermem.service ({file}: it loads {module} after openibd \
+                 and the GPU driver){enable}"
+            )
+        }
+        None => "install peermem's package (docs/install.md: its peermem.service loads the \
+                 module after openibd and the GPU driver), then systemctl start \
+                 peermem.service; without it: modprobe nvidia-peermem (peermem for the \
+                 native build)"
+            .to_owned(),
+    }
 }
 
 /// Is a peermem module loaded at boot, and so that MOFED's `openibd restart` works?
@@ -508,7 +626,10 @@ fn boot_load(h: &Host<'_>) -> Check {
 /// the reboot into it. dkms builds it when the kernel's headers are installed; on
 /// Debian its Rust build files need the kernel's source (packaging/dkms-pre-build),
 /// and without it the build fails: FAIL, naming the kernel and the commands. A kernel
-/// with an image but no build tree cannot get the module: WARN.
+/// with an image but no build tree cannot get the module: WARN. A kernel of a release
+/// outside [`SUPPORTED_KERNELS_FILE`] never gets it (dkms skips it: the dkms.conf
+/// BUILD_EXCLUSIVE_KERNEL scripts/install writes from that list): WARN, and the fix is
+/// booting a supported one, never a dkms command.
 fn other_kernels(h: &Host<'_>) -> Check {
     const ID: &str = "other-kernels";
     let running = h.release.as_deref().unwrap_or("");
@@ -517,11 +638,23 @@ fn other_kernels(h: &Host<'_>) -> Check {
         .read("/etc/os-release")
         .is_some_and(|t| t.lines().any(|l| l.trim() == "ID=ubuntu"));
     let (mut fails, mut warns, mut good) = (Vec::new(), Vec::new(), Vec::new());
+    let mut unsupported = Vec::new();
     for k in h.root.list("/lib/modules") {
         let image = h.root.exists(&format!("/boot/vmlinuz-{k}"))
             || h.root.exists(&format!("/lib/modules/{k}/vmlinuz"));
         if k == running || !image {
             continue;
+        }
+        match release_version(&k) {
+            Some(vp) if supported_kernels().contains(&vp) => {}
+            Some((v, p)) => {
+                unsupported.push(format!("{k} (Linux {v}.{p})"));
+                continue;
+            }
+            None => {
+                unsupported.push(k);
+                continue;
+            }
         }
         let build = format!("/lib/modules/{k}/build");
         let Some(config) = h.root.read(&format!("{build}/.config")) else {
@@ -581,6 +714,22 @@ fn other_kernels(h: &Host<'_>) -> Check {
         .fix(format!(
             "install its headers (Debian, Ubuntu: linux-headers-{}); dkms then builds it",
             warns[0]
+        ));
+    }
+    if !unsupported.is_empty() {
+        let list = supported_list();
+        return Check::new(
+            ID,
+            Verdict::Warn,
+            format!(
+                "installed kernel {} is of a release peermem does not support (Linux \
+                 {list}): dkms skips it, and after a reboot into it GPUDirect RDMA is gone",
+                unsupported.join(", ")
+            ),
+        )
+        .fix(format!(
+            "boot a Linux {list} kernel (make it the default boot entry); the other may \
+             stay installed"
         ));
     }
     if good.is_empty() {
@@ -771,7 +920,7 @@ fn peermem_module(h: &Host<'_>) -> Check {
     };
     match h.client() {
         Client::None => Check::new(ID, Verdict::Fail, "no peer-memory client module is loaded")
-            .fix("modprobe peermem (or modprobe nvidia-peermem for the drop-in build)"),
+            .fix(load_fix(h)),
         Client::Native => Check::new(
             ID,
             Verdict::Ok,
@@ -844,7 +993,7 @@ fn app_detection(h: &Host<'_>) -> Check {
         "applications will not detect GPUDirect RDMA: none of the memory_peers version \
          files, nor /sys/module/nvidia_peermem/version, exists",
     )
-    .fix("load the drop-in build: modprobe nvidia-peermem")
+    .fix(load_fix(h))
 }
 
 fn nvidia_driver(h: &Host<'_>) -> Check {
