@@ -16,9 +16,9 @@
 #     dkms package, which keeps the module on this kernel without symbol versions and
 #     says so;
 #   - purging both removes the module from dkms and leaves no file of theirs;
-#   - with NVIDIA's nvidia-peermem.ko (a higher version) in the kernel's tree, the
-#     drop-in's postinst names the module modprobe still loads and the dkms command
-#     that installs the drop-in over it; purging gives NVIDIA's back.
+#   - with NVIDIA's nvidia-peermem.ko (a higher version) in the kernel's tree, from a
+#     prebuilt package or from NVIDIA's dkms package (the nvidia.ko double's), the
+#     drop-in is what modprobe loads after its install; purging gives NVIDIA's back.
 # dpkg and dkms run in a mount namespace of their own (unshare --mount) where /usr,
 # /etc and /var are overlays whose upper layers are in a temporary directory and
 # /usr/lib/modules and /var/lib/dkms are empty directories of it: the host's package
@@ -42,6 +42,14 @@ if [ -z "${PEERMEM_DEB_SCRATCH:-}" ]; then
 	S=$(mktemp -d "${TMPDIR:-/tmp}/peermem-deb.XXXXXX")
 	trap 'rm -rf "$S"' EXIT
 	"$ROOT/scripts/deb" "$S/debs" >"$S/deb.log" 2>&1
+	"$ROOT/tests/node/double-debs" "$S/doubles" >"$S/doubles.log" 2>&1
+	# The tool's Depends are what Debian's dpkg-shlibdeps derives from its binary.
+	mkdir -p "$S/shl/debian" "$S/shl/tool"
+	printf 'Source: peermem\n\nPackage: peermem-tools\nArchitecture: any\n' > "$S/shl/debian/control"
+	dpkg-deb -x "$S/debs/peermem-tools_${VERSION}_amd64.deb" "$S/shl/tool"
+	want=$(cd "$S/shl" && dpkg-shlibdeps -O tool/usr/sbin/peermem 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+	expect "peermem-tools: Depends is what dpkg-shlibdeps derives from the binary" \
+		"$(dpkg-deb -f "$S/debs/peermem-tools_${VERSION}_amd64.deb" Depends)" "$want"
 	check "make deb builds the three packages" test -f "$S/debs/peermem-dkms_${VERSION}_amd64.deb" \
 		-a -f "$S/debs/peermem-dropin-dkms_${VERSION}_amd64.deb" -a -f "$S/debs/peermem-tools_${VERSION}_amd64.deb"
 	host_state() {
@@ -148,38 +156,74 @@ cp -a /etc/systemd /etc/modprobe.d /etc/depmod.d "$S/installed/etc/"
 mkdir -p "$S/installed/usr/lib/systemd/system"
 cp /usr/lib/systemd/system/peermem.service "$S/installed/usr/lib/systemd/system/"
 
+# What the packages' work left behind: the textfile the metrics timer wrote, and the
+# Rust build files dkms-pre-build made for a Debian headers tree (scripts/lib-rust's
+# list beside them).
+mkdir -p /var/lib/prometheus/node-exporter /usr/src/linux-headers-9.9.9-test/rust /usr/src/linux-headers-9.9.9-test/scripts
+echo 'peermem_up{module="nvidia_peermem"} 1' > /var/lib/prometheus/node-exporter/peermem.prom
+: > /usr/src/linux-headers-9.9.9-test/rust/libkernel.rmeta
+: > /usr/src/linux-headers-9.9.9-test/scripts/target.json
+printf 'rust/libkernel.rmeta\nscripts/target.json\n' > /usr/src/linux-headers-9.9.9-test/rust/.peermem-lib-rust
 dpkg --purge peermem-dropin-dkms peermem-tools >"$S/dpkg-purge.log" 2>&1
 check "dpkg --purge exits 0" test $? -eq 0
+check "purge: the metrics textfile is gone (node_exporter would export peermem_up 1)" \
+	test ! -e /var/lib/prometheus/node-exporter/peermem.prom
+check "purge: the Rust build files made for a headers tree are gone, the tree stays" bash -c \
+	"[ ! -e /usr/src/linux-headers-9.9.9-test/rust ] && [ ! -e /usr/src/linux-headers-9.9.9-test/scripts/target.json ] && [ -d /usr/src/linux-headers-9.9.9-test/scripts ]"
+rm -rf /usr/src/linux-headers-9.9.9-test
 check "dkms knows the package no more" test -z "$(dkms status peermem-dropin 2>/dev/null)"
 left=$(find /lib/modules/"$kver" /usr/src /var/lib/dkms -name '*peermem*' 2>/dev/null)
 check "no module, source or dkms tree left ($left)" test -z "$left"
 check "no file of the packages left in /etc, /usr/sbin, /usr/share" bash -c \
-	"! ls /etc/systemd/system/*/peermem.service /etc/systemd/system/peermem.service /usr/lib/systemd/system/peermem*.* /etc/systemd/system/*/peermem-metrics.timer /etc/modprobe.d/peermem.conf /etc/depmod.d/peermem.conf /usr/sbin/peermem /usr/share/man/man1/peermem.1.gz /usr/share/doc/peermem-tools 2>/dev/null | grep -q ."
+	"! ls /etc/systemd/system/*/peermem.service /etc/systemd/system/peermem.service /usr/lib/systemd/system/peermem*.* /etc/systemd/system/*/peermem-metrics.timer /etc/modprobe.d/peermem.conf /etc/depmod.d/peermem.conf /usr/sbin/peermem /usr/share/man/man1/peermem.1.gz /usr/share/doc/peermem-tools /usr/share/dkms/modules_to_force_install/peermem-dropin 2>/dev/null | grep -q ."
 
 # NVIDIA's nvidia-peermem.ko in the kernel's tree, with the driver's version (higher
-# than the drop-in's): dkms leaves it in place and exits 0, so the package installs;
-# its postinst says which module modprobe loads and the command that installs the
-# drop-in over it.
+# than the drop-in's), as a prebuilt driver package installs it: dkms installs the
+# drop-in over it without its version check (modules_to_force_install), into
+# updates/dkms, which modprobe takes over kernel/; the postinst has nothing to warn
+# about; purging gives NVIDIA's back.
 high=$(tr 0-8 9 <<<"$VERSION")
 nvidia_ko=/lib/modules/$kver/kernel/drivers/video/nvidia-peermem.ko
 versioned_copy "$stage/nvidia-peermem.ko" "$nvidia_ko" "$VERSION" "$high"
 depmod -a "$kver"
 dpkg -i "$D/peermem-dropin-dkms_${VERSION}_amd64.deb" >"$S/dpkg-nvidia.log" 2>&1
-check "NVIDIA's nvidia-peermem.ko present: dpkg -i exits 0" test $? -eq 0
-check "NVIDIA's nvidia-peermem.ko present: the postinst names the module modprobe loads" \
-	grep -qF "modprobe nvidia-peermem loads $nvidia_ko (version $high), not this drop-in" "$S/dpkg-nvidia.log"
-fix="dkms install --force -m peermem-dropin -v $VERSION -k $kver"
-check "NVIDIA's nvidia-peermem.ko present: ... and the command that installs the drop-in" \
-	grep -qF "$fix" "$S/dpkg-nvidia.log"
-$fix >>"$S/dpkg-nvidia.log" 2>&1
-expect "NVIDIA's nvidia-peermem.ko present: after that command, modprobe loads the drop-in" \
+check "NVIDIA's prebuilt nvidia-peermem.ko present: dpkg -i exits 0" test $? -eq 0
+expect "NVIDIA's prebuilt nvidia-peermem.ko present: modprobe loads the drop-in at once" \
 	"$(modinfo -k "$kver" -F version nvidia_peermem 2>&1)" "$VERSION"
+check "NVIDIA's prebuilt nvidia-peermem.ko present: the postinst has nothing to warn about" \
+	bash -c "! grep -q 'not this drop-in' '$S/dpkg-nvidia.log'"
+check "NVIDIA's prebuilt nvidia-peermem.ko present: its file stays where its package put it" test -f "$nvidia_ko"
 dpkg --purge peermem-dropin-dkms >>"$S/dpkg-nvidia.log" 2>&1
-check "NVIDIA's nvidia-peermem.ko present: dpkg --purge exits 0" test $? -eq 0
-expect "NVIDIA's nvidia-peermem.ko present: purged, modprobe loads NVIDIA's again" \
+check "NVIDIA's prebuilt nvidia-peermem.ko present: dpkg --purge exits 0" test $? -eq 0
+expect "NVIDIA's prebuilt nvidia-peermem.ko present: purged, modprobe loads NVIDIA's again" \
 	"$(modinfo -k "$kver" -F filename nvidia_peermem 2>&1)" "$nvidia_ko"
 rm "$nvidia_ko"
 depmod -a "$kver"
+
+# NVIDIA's dkms driver package (the nvidia.ko double's, tests/node/double-debs, whose
+# dkms module "nvidia" builds its own nvidia-peermem.ko into updates/dkms, where dkms
+# puts the drop-in): the drop-in is installed over it; this dkms (before 3.1) keeps
+# no copy of the file it replaced, so the drop-in's removal installs the driver's dkms
+# module again, whose nvidia-peermem.ko modprobe then loads.
+nv=$S/doubles/peermem-test-nvidia-dkms_580.95.05_amd64.deb
+dpkg -i "$nv" >"$S/dpkg-nvidia-dkms.log" 2>&1
+rc=$?
+check "NVIDIA's dkms package: dpkg -i of the driver exits 0" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || { tail -n 20 "$S/dpkg-nvidia-dkms.log"; cat /var/lib/dkms/nvidia/580.95.05/build/make.log 2>/dev/null | tail -n 20; }
+nv_ko=$(modinfo -k "$kver" -F filename nvidia_peermem 2>&1)
+expect "NVIDIA's dkms package: modprobe nvidia-peermem loads NVIDIA's (580.95.05)" \
+	"$(modinfo -F version "$nv_ko" 2>&1)" 580.95.05
+dpkg -i "$D/peermem-dropin-dkms_${VERSION}_amd64.deb" >>"$S/dpkg-nvidia-dkms.log" 2>&1
+check "NVIDIA's dkms package: dpkg -i of the drop-in exits 0" test $? -eq 0
+expect "NVIDIA's dkms package: modprobe nvidia-peermem loads the drop-in" \
+	"$(modinfo -k "$kver" -F version nvidia_peermem 2>&1)" "$VERSION"
+dpkg --purge peermem-dropin-dkms >>"$S/dpkg-nvidia-dkms.log" 2>&1
+check "NVIDIA's dkms package: dpkg --purge of the drop-in exits 0" test $? -eq 0
+check "NVIDIA's dkms package: ... the prerm installs the driver's dkms module again, saying so" \
+	grep -qF "peermem-dropin-dkms: for $kver, installed nvidia/580.95.05 again" "$S/dpkg-nvidia-dkms.log"
+expect "NVIDIA's dkms package: purged, modprobe loads NVIDIA's again" \
+	"$(modinfo -k "$kver" -F version nvidia_peermem 2>&1)" 580.95.05
+dpkg --purge peermem-test-nvidia-dkms >>"$S/dpkg-nvidia-dkms.log" 2>&1
 left=$(find /lib/modules/"$kver" /usr/src /var/lib/dkms -name '*peermem*' 2>/dev/null)
 check "NVIDIA's nvidia-peermem.ko present: nothing of the drop-in left ($left)" test -z "$left"
 finish

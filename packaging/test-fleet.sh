@@ -86,7 +86,8 @@ cp "$ROOT/packaging/find-symvers" "$S/debs/standin-src/"
 t=$SECONDS
 res=$(in_node "set -e
 	cd /var/cache/peermem-test
-	dpkg -i peermem-test-nvidia-dkms_580.95.05_amd64.deb peermem-test-mofed-dkms_25.07_amd64.deb
+	dpkg -i peermem-test-mofed-dkms_25.07_amd64.deb
+	dpkg -i peermem-test-nvidia-dkms_580.95.05_amd64.deb
 	echo '== dkms status'; dkms status
 	podman --storage-driver overlay load -q -i build.tar
 	mkdir -p /usr/local/lib/peermem-node-test

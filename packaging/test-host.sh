@@ -12,6 +12,8 @@
 # among the services is checked inside the booted node (tests/node/checks). Each check
 # is named with its scenario:
 #   packages        the doubles and peermem installed with dpkg, built by dkms
+#   drop-in wins    over NVIDIA's own nvidia-peermem.ko (the GPU driver double's
+#                   package builds one): modprobe loads the drop-in after apt install
 #   MOFED upgrade   the core double's package upgraded (25.07 -> 25.10, one export
 #                   more): peermem not rebuilt (in the root), and loaded with it at
 #                   boot 1, doctor saying no rebuild is needed
@@ -22,8 +24,12 @@
 #                   advising a supported kernel, not dkms (boot 1)
 #   boot            in order at boot, registered, doctor, metrics (boot 1)
 #   openibd restart with peermem loaded, and without its unit, failing (boot 1)
-#   driver upgrade  nvidia unloaded after peermem's unit stops, k8s-driver-manager's
-#                   order, a live registration refusing the stop (boot 1)
+#   driver upgrade  the driver's package upgraded (580.95.05 -> 580.105.08): the
+#                   drop-in still wins (in the root); nvidia unloaded after peermem's
+#                   unit stops, k8s-driver-manager's order, a live registration
+#                   refusing the stop (boot 1)
+#   purge           the drop-in purged after the boot: NVIDIA's nvidia-peermem.ko is
+#                   what modprobe loads again
 #   shutdown        the boot's shutdown read back from the journal: peermem stopped,
 #                   no kernel report
 # Needs root, loop devices, QEMU, Debian's archive (first run). Last line:
@@ -65,18 +71,40 @@ boot() {
 		! grep -qE 'peermem.service: (Control process exited|Failed)' '$out/boot-$1.shutdown'"
 }
 
+# modprobe_version: "== modprobe FILE VERSION", the nvidia_peermem `modprobe
+# nvidia-peermem` loads on the node's 7.3 kernel, for in_node.
+modprobe_version="f=\$(modinfo -k $abi -F filename nvidia_peermem); echo \"== modprobe \$f \$(modinfo -F version \$f)\""
+# The file dkms keeps of the module it replaced with the drop-in: "== kept VERSION".
+# (dkms writes FILE.origin beside it, naming where it came from.)
+kept_version="echo \"== kept \$(modinfo -F version \$(ls /var/lib/dkms/peermem-dropin/original_module/$abi/x86_64/nvidia-peermem.ko* | grep -v '\.origin\$') 2>&1)\""
+
 # ---------------------------------------------------------------- packages
+# MOFED first, then the GPU driver (whose nvidia-peermem.ko is then built against
+# MOFED's core, as NVIDIA's instructions order it), then peermem's packages.
 res=$(in_node "set -e
 	cd /var/cache/peermem-test
-	dpkg -i peermem-test-nvidia-dkms_580.95.05_amd64.deb peermem-test-mofed-dkms_25.07_amd64.deb
+	dpkg -i peermem-test-mofed-dkms_25.07_amd64.deb
+	dpkg -i peermem-test-nvidia-dkms_580.95.05_amd64.deb
+	echo '== before'; $modprobe_version
 	dpkg -i peermem-dropin-dkms_${VERSION}_amd64.deb peermem-tools_${VERSION}_amd64.deb
+	# node_exporter's textfile directory, as prometheus-node-exporter's package makes it.
+	mkdir -p /var/lib/prometheus/node-exporter
 	echo '== dkms status'; dkms status
 	echo '== enabled'; systemctl is-enabled peermem.service openibd.service peermem-metrics.timer
-	md5sum /lib/modules/$abi/updates/dkms/nvidia-peermem.ko* | sed 's/^/== module /'" 2>&1)
+	md5sum /lib/modules/$abi/updates/dkms/nvidia-peermem.ko* | sed 's/^/== module /'
+	$modprobe_version; $kept_version" 2>&1)
 echo "$res" > "$out/packages.log"
 for m in "nvidia/580.95.05" "mlnx-ofed-kernel/25.07" "peermem-dropin/$VERSION"; do
 	has "packages: dkms built and installed $m for $abi" "$res" "$m, $abi, x86_64: installed"
 done
+# The drop-in wins over NVIDIA's own nvidia-peermem.ko (the driver's version, higher
+# than the drop-in's; the same updates/dkms path): dkms installs it over NVIDIA's
+# (modules_to_force_install) and keeps NVIDIA's file for the drop-in's removal.
+has "drop-in wins: before it, modprobe nvidia-peermem loads NVIDIA's (580.95.05, dkms-built)" "$res" \
+	"== modprobe /lib/modules/$abi/updates/dkms/nvidia-peermem.ko.xz 580.95.05"
+has "drop-in wins: after apt install, modprobe nvidia-peermem loads the drop-in ($VERSION)" "$res" \
+	"== modprobe /lib/modules/$abi/updates/dkms/nvidia-peermem.ko.xz $VERSION"
+has "drop-in wins: ... dkms kept NVIDIA's file (580.95.05) to put back" "$res" "== kept 580.95.05"
 expect "packages: peermem.service, openibd.service and peermem-metrics.timer enabled" \
 	"$(sed -n '/^== enabled$/,/^== module/p' <<<"$res" | sed '1d;$d' | tr '\n' ' ')" "enabled enabled enabled "
 sum1=$(sed -n 's/^== module \([0-9a-f]*\) .*/\1/p' <<<"$res")
@@ -98,6 +126,20 @@ has "MOFED upgrade: peermem's trigger ran and says no rebuild is needed (no symb
 	"peermem-dropin: /usr/src/ofa_kernel/x86_64/$abi/Module.symvers changed since /lib/modules/$abi/updates/dkms/nvidia-peermem.ko.xz was built; $abi checks no symbol versions: no rebuild needed"
 expect "MOFED upgrade: peermem's module was not rebuilt (no symbol versions on Debian's kernel)" \
 	"$(sed -n 's/^== module \([0-9a-f]*\) .*/\1/p' <<<"$res")" "$sum1"
+# Driver upgrade (the package): NVIDIA's next release. Its dkms removes the previous
+# release's modules (the drop-in's file, where NVIDIA's was) and installs its own
+# nvidia-peermem.ko; peermem's trigger installs the drop-in over it again.
+res=$(in_node "dpkg -i /var/cache/peermem-test/peermem-test-nvidia-dkms_580.105.08_amd64.deb; echo \"== dpkg \$?\"
+	dkms status nvidia; $modprobe_version; $kept_version" 2>&1)
+echo "$res" > "$out/driver-package-upgrade.log"
+has "driver upgrade: dpkg -i of NVIDIA's 580.105.08 exits 0" "$res" "== dpkg 0"
+has "driver upgrade: dkms built nvidia 580.105.08 for $abi" "$res" "nvidia/580.105.08, $abi, x86_64: installed"
+has "driver upgrade: peermem's trigger installed the drop-in over NVIDIA's new nvidia-peermem.ko, saying so" "$res" \
+	"peermem-dropin: for $abi, modprobe nvidia-peermem would have loaded /lib/modules/$abi/updates/dkms/nvidia-peermem.ko.xz (version 580.105.08, not the drop-in's $VERSION): installed the drop-in over it again"
+has "driver upgrade: ... modprobe nvidia-peermem loads the drop-in" "$res" \
+	"== modprobe /lib/modules/$abi/updates/dkms/nvidia-peermem.ko.xz $VERSION"
+has "driver upgrade: ... dkms keeps NVIDIA's new file (580.105.08), not the old one" "$res" "== kept 580.105.08"
+
 # Unsupported kernel: the second kernel's image and headers (the packages
 # scripts/node-image downloaded, installed with apt as from the archive), a release
 # outside SUPPORTED_KERNELS. The kernel's postinst runs dkms, which builds the doubles
@@ -124,6 +166,20 @@ else ok "unsupported kernel: no failed dkms build"; fi
 
 # ---------------------------------------------------------------- boot 1
 boot first "$abi"
+
+# ---------------------------------------------------------------- purge
+# Purging the drop-in gives NVIDIA's own nvidia-peermem.ko back (dkms puts back the
+# file it kept), for every kernel, and leaves the driver's dkms module alone.
+res=$(in_node "apt-get purge -y peermem-dropin-dkms 2>&1; echo \"== apt \$?\"
+	dkms status nvidia; $modprobe_version
+	ls /usr/share/dkms/modules_to_force_install/ 2>&1 | sed 's/^/== force /'" 2>&1)
+echo "$res" > "$out/purge.log"
+has "purge: apt purge peermem-dropin-dkms exits 0" "$res" "== apt 0"
+has "purge: modprobe nvidia-peermem loads NVIDIA's again (580.105.08)" "$res" \
+	"== modprobe /lib/modules/$abi/updates/dkms/nvidia-peermem.ko.xz 580.105.08"
+has "purge: NVIDIA's dkms module untouched" "$res" "nvidia/580.105.08, $abi, x86_64: installed"
+if grep -q '^== force .*peermem' <<<"$res"; then bad "purge: no dkms version override left"
+else ok "purge: no dkms version override left"; fi
 
 echo "host: $((SECONDS - t0)) s"
 finish

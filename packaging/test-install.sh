@@ -172,6 +172,11 @@ check "drop-in package: dkms.conf is the template with @DROPIN@ 1" \
 check "drop-in package: ... with the native package's releases" \
 	bash -c "[ \"\$(grep '^BUILD_EXCLUSIVE_KERNEL=' '$SD/dkms.conf')\" = \"\$(grep '^BUILD_EXCLUSIVE_KERNEL=' '$S/dkms.conf')\" ]"
 check "drop-in package: output names it" grep -q "installed $SD/dkms.conf" <<<"$out"
+# dkms's list of modules it installs without its version check: the drop-in over
+# NVIDIA's nvidia-peermem.ko of the driver's (higher) version; not the native package.
+check "drop-in package: dkms installs it over NVIDIA's nvidia-peermem.ko (modules_to_force_install)" \
+	test "$(cat "$D/usr/share/dkms/modules_to_force_install/peermem-dropin" 2>&1)" = peermem-dropin_version-override
+check "native package: no dkms version override" test ! -e "$S/../../share/dkms/modules_to_force_install/peermem-dropin"
 conf=$(env -i PATH="$PATH" FIND_SYMVERS_ROOT="$F" ARCH=x86_64 bash -c '
 	kernelver='"$KVER"'; kernel_source_dir=/lib/modules/'"$KVER"'/build; source_tree='"$D/usr/src"'
 	. "'"$SD/dkms.conf"'"
@@ -205,6 +210,7 @@ check "no MOK: nothing signed" bash -c "! tail -c 28 '$TMP/dest1/lib/modules/$KV
 # 8. Uninstall: everything install put there goes, a foreign nvidia-peermem.ko stays.
 D=$TMP/dest6
 "$ROOT/scripts/install" --destdir "$D" --kver "$KVER" --dkms "$TMP/build/peermem.ko" >/dev/null 2>&1
+"$ROOT/scripts/install" --destdir "$D" --dkms --dropin >/dev/null 2>&1
 fake_ko "$TMP/nvidia-own.ko" nvidia_peermem "NVIDIA" "$KVER"
 install -D -m 644 "$TMP/nvidia-own.ko" "$D/lib/modules/$KVER/extra/nvidia-peermem.ko"
 out=$("$ROOT/scripts/install" --uninstall --destdir "$D" --kver "$KVER" 2>&1)

@@ -39,5 +39,20 @@ make -s -C "$ROOT" uninstall KDIR="$kdir" DESTDIR="$D" >"$TMP/uninstall.log" 2>&
 check "make uninstall exits 0" test $? -eq 0
 left=$(cd "$D" && find . -type f ! -name 'modules.*' | sort | tr '\n' ' ')
 check "uninstall leaves nothing but depmod's index" test -z "$left" || echo "     left: $left"
+# The drop-in, as the README installs it without packages: make dropin && make
+# install-dropin.
+D3=$TMP/dest3
+make -s -C "$ROOT" dropin KDIR="$kdir" BUILD="$TMP/build" KBUILD_EXTRA_SYMBOLS="$*" >"$TMP/dropin.log" 2>&1 &&
+	make -s -C "$ROOT" install-dropin KDIR="$kdir" DESTDIR="$D3" BUILD="$TMP/build" \
+		KBUILD_EXTRA_SYMBOLS="$*" >>"$TMP/dropin.log" 2>&1
+rc=$?; check "make dropin && make install-dropin exits 0" test $rc -eq 0; [ $rc -eq 0 ] || tail -n 20 "$TMP/dropin.log"
+ko=$D3/lib/modules/$kver/extra/nvidia-peermem.ko
+check "install-dropin: nvidia-peermem.ko (module nvidia_peermem) in extra/" \
+	test "$(modinfo -F name "$ko" 2>&1)" = nvidia_peermem
+check "install-dropin: peermem.service loads nvidia_peermem at boot, enabled" bash -c \
+	"grep -qx 'ExecStart=/sbin/modprobe nvidia_peermem' '$D3/etc/systemd/system/peermem.service' && test -L '$D3/etc/systemd/system/multi-user.target.wants/peermem.service'"
+make -s -C "$ROOT" uninstall KDIR="$kdir" DESTDIR="$D3" >"$TMP/uninstall3.log" 2>&1
+left=$(cd "$D3" && find . -type f ! -name 'modules.*' | sort | tr '\n' ' ')
+check "install-dropin: make uninstall leaves nothing but depmod's index" test -z "$left" || echo "     left: $left"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

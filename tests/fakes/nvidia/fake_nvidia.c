@@ -2040,8 +2040,11 @@ MODULE_LICENSE("NVIDIA");
 MODULE_LICENSE("Dual MIT/GPL");
 #endif
 /* A driver version of the branch each build emulates, for /sys/module/nvidia/version
- * (what `peermem doctor` reads on a real host). */
-#ifdef FAKE_NV_LEGACY
+ * (what `peermem doctor` reads on a real host); FAKE_NV_VERSION, the release a
+ * packaged double is (tests/node/double-debs: its upgrade). */
+#if defined(FAKE_NV_VERSION)
+MODULE_VERSION(FAKE_NV_VERSION);
+#elif defined(FAKE_NV_LEGACY)
 MODULE_VERSION("525.60.13");
 #else
 MODULE_VERSION("580.95.05");

@@ -16,9 +16,15 @@
 //! - `agent stop`: the preStop hook: the same unload as on SIGTERM.
 //!
 //! It refuses to start where another peer-memory client is loaded (a packaged
-//! peermem, NVIDIA's nvidia-peermem, Mellanox's nv_peer_mem): never two clients.
-//! Every file is read under a [`Root`] (the host's `/sys`, `/proc` and `/run` as the
-//! DaemonSet mounts them).
+//! peermem, NVIDIA's nvidia-peermem, Mellanox's nv_peer_mem): never two clients. After
+//! the start, every poll, every report of ready and every unload first checks that the
+//! module of that name on the host is this container's ([`owner`]: the srcversion of
+//! its module file): one of another build, loaded later (by the GPU Operator, a
+//! packaged boot load, an admin), is never adopted, reported ready or unloaded. A load
+//! that fails is said once per cause and retried with a backoff ([`Backoff`]), not
+//! every second. Every file is read under a [`Root`] (the host's `/sys`, `/proc` and
+//! `/run` as the DaemonSet mounts them); what the agent owns is recorded in the
+//! container ([`OWNED_FILE`]) for `agent probe` and `agent stop`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -72,6 +78,78 @@ impl ModuleFile {
             version: field("version"),
             srcversion: field("srcversion"),
         })
+    }
+}
+
+/// Where `agent run` records the module it owns (`NAME SRCVERSION`, its module file's),
+/// in the container's own file system: `agent probe` and `agent stop`, run in the same
+/// container, read it. `PEERMEM_AGENT_OWNED` overrides the path.
+pub const OWNED_FILE: &str = "/tmp/peermem-agent.owned";
+
+fn owned_path() -> PathBuf {
+    std::env::var_os("PEERMEM_AGENT_OWNED").map_or_else(|| PathBuf::from(OWNED_FILE), PathBuf::from)
+}
+
+/// Records `m` as the module this container owns.
+pub fn record_owned(m: &ModuleFile) -> Result<(), String> {
+    let p = owned_path();
+    let line = format!("{} {}\n", m.name, m.srcversion.as_deref().unwrap_or("-"));
+    std::fs::write(&p, line).map_err(|e| format!("{}: {e}", p.display()))
+}
+
+/// The module `agent run` recorded as this container's, if it runs here.
+pub fn read_owned() -> Option<ModuleFile> {
+    let text = std::fs::read_to_string(owned_path()).ok()?;
+    let mut w = text.split_whitespace();
+    let name = w.next()?.to_owned();
+    let srcversion = w.next().filter(|s| *s != "-").map(str::to_owned);
+    Some(ModuleFile {
+        name,
+        version: None,
+        srcversion,
+    })
+}
+
+/// Whose module of `ours`'s name the host has loaded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// None is loaded.
+    NotLoaded,
+    /// This container's: the srcversion of its module file.
+    Ours,
+    /// Another build's; the words that say whose, for the log and the probe.
+    Foreign(String),
+}
+
+/// Whose module of `ours`'s name is loaded: this container's only when the host's
+/// srcversion is its file's (a file without one owns nothing).
+pub fn owner(root: &Root, ours: &ModuleFile) -> Owner {
+    let dir = format!("/sys/module/{}", ours.name);
+    if !root.is_dir(&dir) {
+        return Owner::NotLoaded;
+    }
+    let srcversion = root.read_trimmed(&format!("{dir}/srcversion"));
+    if srcversion.is_some() && srcversion == ours.srcversion {
+        return Owner::Ours;
+    }
+    let version = root
+        .read_trimmed(&format!("{dir}/version"))
+        .unwrap_or_else(|| "unknown".to_owned());
+    Owner::Foreign(format!(
+        "the host's {} (version {version}, srcversion {}) is not this container's module \
+         (srcversion {})",
+        ours.name,
+        srcversion.as_deref().unwrap_or("unknown"),
+        ours.srcversion.as_deref().unwrap_or("unknown")
+    ))
+}
+
+/// [`probe`] of this container's module: not ready while the module of its name is
+/// another build's.
+pub fn probe_owned(root: &Root, ours: &ModuleFile) -> Result<String, String> {
+    match owner(root, ours) {
+        Owner::Foreign(why) => Err(why),
+        Owner::NotLoaded | Owner::Ours => probe(root, &ours.name),
     }
 }
 
@@ -228,9 +306,48 @@ pub fn metrics(root: &Root) -> String {
     }
 }
 
-/// Serves `GET /metrics` (and `GET /healthz`: the probe of module `name`) on `addr`
-/// from a thread of its own. Returns the address bound (`addr` may ask for port 0).
-pub fn serve(root: Root, name: String, addr: &str) -> Result<std::net::SocketAddr, String> {
+/// What the agent's loop knows beyond the host's files, for `/healthz` and `/metrics`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Health {
+    /// Why the last load failed, while it has not succeeded since.
+    pub load_error: Option<String>,
+    /// Loads that failed since the agent started.
+    pub load_failures: u64,
+    /// A module of its name that is not this container's holds the host.
+    pub foreign: Option<String>,
+}
+
+/// The agent's own lines of `/metrics`.
+pub fn health_metrics(h: &Health) -> String {
+    format!(
+        "# HELP peermem_agent_load_failures_total Loads of the module that failed since the agent started.\n\
+         # TYPE peermem_agent_load_failures_total counter\n\
+         peermem_agent_load_failures_total {}\n\
+         # HELP peermem_agent_foreign_module 1 while a module of its name that is not this container's is loaded.\n\
+         # TYPE peermem_agent_foreign_module gauge\n\
+         peermem_agent_foreign_module {}\n",
+        h.load_failures,
+        u8::from(h.foreign.is_some())
+    )
+}
+
+/// Readiness: [`probe_owned`], and while the module is not loaded the last load's
+/// failure.
+pub fn ready(root: &Root, ours: &ModuleFile, h: &Health) -> Result<String, String> {
+    probe_owned(root, ours).map_err(|e| match &h.load_error {
+        Some(load) if owner(root, ours) == Owner::NotLoaded => format!("{e}: {load}"),
+        _ => e,
+    })
+}
+
+/// Serves `GET /metrics` (and `GET /healthz`: [`ready`]) on `addr` from a thread of its
+/// own. Returns the address bound (`addr` may ask for port 0).
+pub fn serve(
+    root: Root,
+    ours: ModuleFile,
+    health: Arc<std::sync::Mutex<Health>>,
+    addr: &str,
+) -> Result<std::net::SocketAddr, String> {
     let server =
         tiny_http::Server::http(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let bound = server
@@ -239,9 +356,10 @@ pub fn serve(root: Root, name: String, addr: &str) -> Result<std::net::SocketAdd
         .ok_or_else(|| format!("{addr} is not an IP address"))?;
     std::thread::spawn(move || {
         for request in server.incoming_requests() {
+            let h = health.lock().map(|h| h.clone()).unwrap_or_default();
             let (code, text) = match (request.method(), request.url()) {
-                (tiny_http::Method::Get, "/metrics") => (200, metrics(&root)),
-                (tiny_http::Method::Get, "/healthz") => match probe(&root, &name) {
+                (tiny_http::Method::Get, "/metrics") => (200, metrics(&root) + &health_metrics(&h)),
+                (tiny_http::Method::Get, "/healthz") => match ready(&root, &ours, &h) {
                     Ok(d) => (200, d + "\n"),
                     Err(e) => (503, e + "\n"),
                 },
@@ -307,6 +425,86 @@ pub fn unload(root: &Root, name: &str, grace: Duration) -> Result<(), String> {
     }
 }
 
+/// [`unload`] of this container's module only: one of another build of that name is
+/// left loaded, saying so (`Ok`: nothing of this container's is left).
+pub fn unload_owned(root: &Root, ours: &ModuleFile, grace: Duration) -> Result<(), String> {
+    match owner(root, ours) {
+        Owner::NotLoaded => Ok(()),
+        Owner::Foreign(why) => {
+            say(&format!("leaving it loaded: {why}"));
+            Ok(())
+        }
+        Owner::Ours => unload(root, &ours.name, grace),
+    }
+}
+
+/// When to try a load again after failures: 1 s after the first, doubling to 5 min;
+/// a cause is said once, when it first appears or changes.
+#[derive(Clone, Debug, Default)]
+pub struct Backoff {
+    delay: Duration,
+    next: Option<Instant>,
+    cause: Option<String>,
+}
+
+/// The longest wait between two loads.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
+
+impl Backoff {
+    /// Whether a load may be tried at `now`.
+    pub fn due(&self, now: Instant) -> bool {
+        self.next.is_none_or(|n| now >= n)
+    }
+
+    /// A load failed at `now` with `cause`: the next is due after the delay, doubled.
+    /// Returns the line to say where the cause is new.
+    pub fn failed(&mut self, cause: &str, now: Instant) -> Option<String> {
+        self.delay = if self.delay.is_zero() {
+            Duration::from_secs(1)
+        } else {
+            (self.delay * 2).min(BACKOFF_MAX)
+        };
+        self.next = Some(now + self.delay);
+        if self.cause.as_deref() == Some(cause) {
+            return None;
+        }
+        self.cause = Some(cause.to_owned());
+        Some(format!(
+            "{cause}; retrying with a backoff up to {} s, said again only if the cause changes",
+            BACKOFF_MAX.as_secs()
+        ))
+    }
+
+    /// The current delay (the wait after the last failure).
+    pub fn delay(&self) -> Duration {
+        self.delay
+    }
+
+    /// A load succeeded: the next failure starts again at 1 s.
+    pub fn reset(&mut self) {
+        *self = Backoff::default();
+    }
+}
+
+/// What an insmod failure means on this node, from its words (insmod's, which carry
+/// the kernel's errno).
+pub fn load_cause(stderr: &str) -> &'static str {
+    if stderr.contains("Invalid module format") {
+        "the module was built for another kernel (invalid module format: another release \
+         or configuration than this node's)"
+    } else if stderr.contains("Unknown symbol") {
+        "a symbol the module needs is missing (unknown symbol: the GPU driver or the RDMA \
+         core is not the one it was built against)"
+    } else if stderr.contains("Key was rejected") || stderr.contains("Required key not available") {
+        "the kernel refused the module's signature (Secure Boot or module.sig_enforce: sign \
+         it with a key the node trusts)"
+    } else if stderr.contains("File exists") {
+        "a module of that name is loaded already"
+    } else {
+        "insmod failed"
+    }
+}
+
 /// Loads `file` with `params`.
 fn load(file: &Path, params: &[String]) -> Result<(), String> {
     let out = Command::new("insmod")
@@ -318,7 +516,8 @@ fn load(file: &Path, params: &[String]) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "insmod {} failed: {} (the kernel log says why: dmesg | grep peermem)",
+            "{}: insmod {}: {} (the kernel log says more: dmesg | grep peermem)",
+            load_cause(&String::from_utf8_lossy(&out.stderr)),
             file.display(),
             String::from_utf8_lossy(&out.stderr).trim()
         ))
@@ -359,6 +558,9 @@ pub enum Poll {
     Hold,
     /// Not loaded: load it (when the providers are there).
     Load,
+    /// A module of its name that is not this container's is loaded: neither adopted
+    /// nor loaded over.
+    Foreign,
 }
 
 /// What one poll read of the host.
@@ -369,15 +571,20 @@ pub enum Sample {
     /// The module is not loaded; the loads now of the providers it was last seen bound
     /// to (`loads_of`).
     Gone(Loads),
+    /// A module of its name is loaded that is not this container's ([`owner`]): whose.
+    Foreign(String),
 }
 
 impl Sample {
-    /// Reads module `name`'s state on `root`, and the providers of `watch`'s.
-    pub fn read(root: &Root, name: &str, watch: &Watch) -> Self {
-        if probe(root, name).is_ok() {
-            Sample::Loaded(bound_providers(root, name))
-        } else {
-            Sample::Gone(loads_of(root, watch.seen.keys()))
+    /// Reads the state of this container's module `ours` on `root`, and the providers
+    /// of `watch`'s.
+    pub fn read(root: &Root, ours: &ModuleFile, watch: &Watch) -> Self {
+        match owner(root, ours) {
+            Owner::Foreign(why) => Sample::Foreign(why),
+            Owner::Ours if probe(root, &ours.name).is_ok() => {
+                Sample::Loaded(bound_providers(root, &ours.name))
+            }
+            Owner::Ours | Owner::NotLoaded => Sample::Gone(loads_of(root, watch.seen.keys())),
         }
     }
 }
@@ -409,6 +616,12 @@ impl Watch {
             Sample::Loaded(bound) => {
                 self.loaded(bound);
                 return Poll::Loaded;
+            }
+            Sample::Foreign(_) => {
+                // Ours is not on the host; once the other goes, it is loaded at once.
+                self.loaded = false;
+                self.held = None;
+                return Poll::Foreign;
             }
             Sample::Gone(current) => current,
         };
@@ -472,6 +685,12 @@ pub fn run(root: &Root, cfg: &RunConfig) -> u8 {
         say(&format!("refusing to start: {why}"));
         return EXIT_REFUSED;
     }
+    if let Err(e) = record_owned(&module) {
+        say(&format!(
+            "cannot record the module this container owns ({e}): agent probe and agent stop \
+             will go by its name only"
+        ));
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         if let Err(e) = signal_hook::flag::register(sig, Arc::clone(&stop)) {
@@ -479,8 +698,9 @@ pub fn run(root: &Root, cfg: &RunConfig) -> u8 {
             return 1;
         }
     }
+    let health = Arc::new(std::sync::Mutex::new(Health::default()));
     if let Some(addr) = &cfg.metrics_addr {
-        match serve(root.clone(), name.clone(), addr) {
+        match serve(root.clone(), module.clone(), Arc::clone(&health), addr) {
             Ok(bound) => say(&format!("serving /metrics and /healthz on {bound}")),
             Err(e) => {
                 say(&e);
@@ -488,14 +708,36 @@ pub fn run(root: &Root, cfg: &RunConfig) -> u8 {
             }
         }
     }
+    let update = |f: &dyn Fn(&mut Health)| {
+        if let Ok(mut h) = health.lock() {
+            f(&mut h);
+        }
+    };
     let mut watch = Watch::default();
     let mut waiting: Option<(String, Instant)> = None;
+    let mut backoff = Backoff::default();
+    let mut foreign_said: Option<String> = None;
     while !stop.load(Ordering::Relaxed) {
-        let poll = watch.poll(
-            Sample::read(root, &name, &watch),
-            Instant::now(),
-            cfg.reload_after,
-        );
+        let sample = Sample::read(root, &module, &watch);
+        let foreign = match &sample {
+            Sample::Foreign(why) => Some(why.clone()),
+            _ => None,
+        };
+        // Said once per change: another build's module came, or went.
+        if foreign != foreign_said {
+            match &foreign {
+                Some(why) => say(&format!(
+                    "not adopting it, not loading over it, not ready while it is loaded: {why}"
+                )),
+                None if foreign_said.is_some() => say(&format!(
+                    "the other build's {name} is gone: loading this container's"
+                )),
+                None => {}
+            }
+            update(&|h| h.foreign = foreign.clone());
+            foreign_said = foreign;
+        }
+        let poll = watch.poll(sample, Instant::now(), cfg.reload_after);
         if poll == Poll::WentAway || poll == Poll::WentAwayReload {
             say(&format!(
                 "{name} was unloaded from the host (an openibd restart, a driver upgrade): \
@@ -504,15 +746,25 @@ pub fn run(root: &Root, cfg: &RunConfig) -> u8 {
                 cfg.reload_after.as_secs()
             ));
         }
-        if poll == Poll::Load || poll == Poll::WentAwayReload {
+        if (poll == Poll::Load || poll == Poll::WentAwayReload) && backoff.due(Instant::now()) {
             match gpu_driver(root).and_then(|g| rdma_core(root).map(|c| (g, c))) {
                 Ok((gpu, core)) => match load(&cfg.file, &cfg.params) {
                     Ok(()) => {
                         say(&format!("loaded {name}: {gpu}; {core}"));
                         watch.loaded_anew(bound_providers(root, &name));
                         waiting = None;
+                        backoff.reset();
+                        update(&|h| h.load_error = None);
                     }
-                    Err(e) => say(&e),
+                    Err(e) => {
+                        if let Some(line) = backoff.failed(&e, Instant::now()) {
+                            say(&line);
+                        }
+                        update(&|h| {
+                            h.load_failures += 1;
+                            h.load_error = Some(e.clone());
+                        });
+                    }
                 },
                 Err(missing) => {
                     // Said when it changes, and every 30 s while it lasts.
@@ -530,7 +782,7 @@ pub fn run(root: &Root, cfg: &RunConfig) -> u8 {
         sleep_unless(&stop, cfg.interval);
     }
     say(&format!("stopping: unloading {name}"));
-    match unload(root, &name, cfg.grace) {
+    match unload_owned(root, &module, cfg.grace) {
         Ok(()) => 0,
         Err(e) => {
             say(&e);

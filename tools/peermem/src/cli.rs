@@ -139,7 +139,8 @@ pub enum AgentCmd {
         root: PathBuf,
     },
     /// Readiness and liveness: exit 0 when the module is loaded and registered
-    /// (initialised: /sys/module/NAME/initstate is live), else 1
+    /// (initialised: /sys/module/NAME/initstate is live) and, in the container of
+    /// `agent run`, is that agent's own (the srcversion of its module file), else 1
     Probe {
         /// The module's name
         #[arg(long, value_name = "NAME", default_value = "nvidia_peermem")]
@@ -149,7 +150,9 @@ pub enum AgentCmd {
         root: PathBuf,
     },
     /// The preStop hook: unloads the module, retrying while registrations are live
-    /// until the grace period ends (never forced); exit 1 if it is still loaded then
+    /// until the grace period ends (never forced); exit 1 if it is still loaded then.
+    /// In the container of `agent run`, a module of that name that is not the agent's
+    /// own is left loaded
     Stop {
         /// The module's name
         #[arg(long, value_name = "NAME", default_value = "nvidia_peermem")]

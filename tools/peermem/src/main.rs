@@ -220,6 +220,12 @@ fn main() -> ExitCode {
     }
 }
 
+/// The module `agent run` recorded as this container's ([`agent::OWNED_FILE`]), when it
+/// is the one `name` asks for: probe and stop then go by its srcversion too.
+fn owned_or(name: &str) -> Option<agent::ModuleFile> {
+    agent::read_owned().filter(|m| m.name == name)
+}
+
 fn agent_cmd(cmd: AgentCmd) -> u8 {
     match cmd {
         AgentCmd::Run {
@@ -240,26 +246,40 @@ fn agent_cmd(cmd: AgentCmd) -> u8 {
                 reload_after: Duration::from_secs(reload_after),
             },
         ),
-        AgentCmd::Probe { module, root } => match agent::probe(&Root::new(root), &module) {
-            Ok(detail) => {
-                println!("{detail}");
-                0
+        AgentCmd::Probe { module, root } => {
+            let root = Root::new(root);
+            let probed = match owned_or(&module) {
+                Some(ours) => agent::probe_owned(&root, &ours),
+                None => agent::probe(&root, &module),
+            };
+            match probed {
+                Ok(detail) => {
+                    println!("{detail}");
+                    0
+                }
+                Err(why) => {
+                    println!("not ready: {why}");
+                    1
+                }
             }
-            Err(why) => {
-                println!("not ready: {why}");
-                1
-            }
-        },
+        }
         AgentCmd::Stop {
             module,
             grace,
             root,
-        } => match agent::unload(&Root::new(root), &module, Duration::from_secs(grace)) {
-            Ok(()) => 0,
-            Err(e) => {
-                eprintln!("peermem agent: {e}");
-                1
+        } => {
+            let (root, grace) = (Root::new(root), Duration::from_secs(grace));
+            let unloaded = match owned_or(&module) {
+                Some(ours) => agent::unload_owned(&root, &ours, grace),
+                None => agent::unload(&root, &module, grace),
+            };
+            match unloaded {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("peermem agent: {e}");
+                    1
+                }
             }
-        },
+        }
     }
 }

@@ -244,21 +244,195 @@ fn get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
     (status, body)
 }
 
+/// /metrics: the module's counters and the agent's own (load failures, a foreign
+/// module); /healthz: ready only for this container's module, with the last load's
+/// failure while it is not loaded.
 #[test]
 fn serves_metrics_and_health() {
     let dir = Scratch::new("metrics");
-    let addr = agent::serve(Root::new(&*dir), "nvidia_peermem".to_owned(), "127.0.0.1:0").unwrap();
+    let health = std::sync::Arc::new(std::sync::Mutex::new(agent::Health::default()));
+    let addr = agent::serve(Root::new(&*dir), ours(), health.clone(), "127.0.0.1:0").unwrap();
     let (status, body) = get(addr, "/metrics");
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert!(body.lines().any(|l| l == "peermem_up 0"), "{body}");
+    assert!(
+        body.lines()
+            .any(|l| l == "peermem_agent_load_failures_total 0"),
+        "{body}"
+    );
+    assert!(
+        body.lines().any(|l| l == "peermem_agent_foreign_module 0"),
+        "{body}"
+    );
     let (status, body) = get(addr, "/healthz");
     assert_eq!(status, "HTTP/1.1 503 Service Unavailable");
     assert_eq!(body, "nvidia_peermem is not loaded\n");
+    {
+        let mut h = health.lock().unwrap();
+        h.load_failures = 3;
+        h.load_error = Some("the module was built for another kernel".to_owned());
+    }
+    let (_, body) = get(addr, "/healthz");
+    assert_eq!(
+        body,
+        "nvidia_peermem is not loaded: the module was built for another kernel\n"
+    );
+    let (_, body) = get(addr, "/metrics");
+    assert!(
+        body.lines()
+            .any(|l| l == "peermem_agent_load_failures_total 3"),
+        "{body}"
+    );
     loaded(&dir, "nvidia_peermem", "0123456789ABCDEF0123456", "0.1.0");
     let (status, _) = get(addr, "/healthz");
     assert_eq!(status, "HTTP/1.1 200 OK");
+    // Another build's module of that name: not ready, whatever its state.
+    loaded(
+        &dir,
+        "nvidia_peermem",
+        "FEDCBA9876543210FEDCBA9",
+        "580.95.05",
+    );
+    let (status, body) = get(addr, "/healthz");
+    assert_eq!(status, "HTTP/1.1 503 Service Unavailable");
+    assert!(body.starts_with("the host's nvidia_peermem (version 580.95.05, srcversion FEDCBA9876543210FEDCBA9) is not this container's module"), "{body}");
     let (status, _) = get(addr, "/other");
     assert_eq!(status, "HTTP/1.1 404 Not Found");
+}
+
+/// Whose module of its name is loaded: this container's only with its file's
+/// srcversion; a poll reads another build's as foreign (never adopted: not Loaded),
+/// and the watch neither loads nor holds while it is there, and loads once it is gone.
+#[test]
+fn a_module_of_another_build_is_never_adopted() {
+    let dir = Scratch::new("owner");
+    let root = Root::new(&*dir);
+    assert_eq!(agent::owner(&root, &ours()), agent::Owner::NotLoaded);
+    loaded(&dir, "nvidia_peermem", "0123456789ABCDEF0123456", "0.1.0");
+    assert_eq!(agent::owner(&root, &ours()), agent::Owner::Ours);
+    let mut w = agent::Watch::default();
+    let t = std::time::Instant::now();
+    let s = Sample::read(&root, &ours(), &w);
+    assert!(matches!(s, Sample::Loaded(_)), "{s:?}");
+    assert_eq!(w.poll(s, t, RELOAD_AFTER), Poll::Loaded);
+    // NVIDIA's loaded in its place (ours unloaded by someone, theirs loaded after).
+    loaded(
+        &dir,
+        "nvidia_peermem",
+        "FEDCBA9876543210FEDCBA9",
+        "580.95.05",
+    );
+    let why = match agent::owner(&root, &ours()) {
+        agent::Owner::Foreign(why) => why,
+        o => panic!("{o:?}"),
+    };
+    assert_eq!(
+        why,
+        "the host's nvidia_peermem (version 580.95.05, srcversion FEDCBA9876543210FEDCBA9) is \
+         not this container's module (srcversion 0123456789ABCDEF0123456)"
+    );
+    let s = Sample::read(&root, &ours(), &w);
+    assert_eq!(s, Sample::Foreign(why.clone()));
+    assert_eq!(w.poll(s, t, RELOAD_AFTER), Poll::Foreign);
+    assert_eq!(agent::probe_owned(&root, &ours()).unwrap_err(), why);
+    // The probe by name alone (outside the agent's container) still says live.
+    assert!(agent::probe(&root, "nvidia_peermem").is_ok());
+    // A file without a srcversion owns nothing.
+    let anonymous = ModuleFile {
+        srcversion: None,
+        ..ours()
+    };
+    assert!(matches!(
+        agent::owner(&root, &anonymous),
+        agent::Owner::Foreign(_)
+    ));
+    // Gone: loaded at once (no hold: it was not ours that went away).
+    std::fs::remove_dir_all(dir.join("sys/module/nvidia_peermem")).unwrap();
+    let s = Sample::read(&root, &ours(), &w);
+    assert_eq!(w.poll(s, t, RELOAD_AFTER), Poll::Load);
+}
+
+/// `agent probe` and `agent stop` in the agent's container (the file it recorded):
+/// a module of another build is not ready and is left loaded by the preStop hook
+/// (exit 0, saying so; no rmmod).
+#[test]
+fn probe_and_stop_go_by_the_owned_module() {
+    let dir = Scratch::new("owned");
+    let owned = dir.join("owned");
+    std::fs::write(&owned, "nvidia_peermem 0123456789ABCDEF0123456\n").unwrap();
+    loaded(
+        &dir,
+        "nvidia_peermem",
+        "FEDCBA9876543210FEDCBA9",
+        "580.95.05",
+    );
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_peermem"))
+            .args(args)
+            .env("PEERMEM_AGENT_OWNED", &owned)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["agent", "probe", "--root", arg(&dir)]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with(
+        "not ready: the host's nvidia_peermem (version 580.95.05, srcversion FEDCBA9876543210FEDCBA9) is not this container's module"
+    ), "{out:?}");
+    let out = run(&["agent", "stop", "--grace=1", "--root", arg(&dir)]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("leaving it loaded: the host's nvidia_peermem"),
+        "{out:?}"
+    );
+    assert!(dir.join("sys/module/nvidia_peermem").is_dir());
+    loaded(&dir, "nvidia_peermem", "0123456789ABCDEF0123456", "0.1.0");
+    let out = run(&["agent", "probe", "--root", arg(&dir)]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+}
+
+/// A failing load is retried after 1 s, doubling to 5 min; its cause is said once,
+/// again only when it changes; a success starts over. insmod's words name the cause.
+#[test]
+fn a_failing_load_backs_off_and_says_its_cause_once() {
+    let mut b = agent::Backoff::default();
+    let t = std::time::Instant::now();
+    assert!(b.due(t));
+    let first = b
+        .failed("the module was built for another kernel", t)
+        .unwrap();
+    assert!(
+        first.starts_with(
+            "the module was built for another kernel; retrying with a backoff up to 300 s"
+        ),
+        "{first}"
+    );
+    assert!(!b.due(t));
+    assert!(b.due(t + std::time::Duration::from_secs(1)));
+    let mut delays = vec![b.delay().as_secs()];
+    for _ in 0..10 {
+        assert_eq!(b.failed("the module was built for another kernel", t), None);
+        delays.push(b.delay().as_secs());
+    }
+    assert_eq!(delays, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300]);
+    assert!(b
+        .failed("a symbol the module needs is missing", t)
+        .is_some());
+    b.reset();
+    assert!(b.due(t));
+    assert_eq!(
+        agent::load_cause("insmod: ERROR: could not insert module x.ko: Invalid module format"),
+        "the module was built for another kernel (invalid module format: another release or \
+         configuration than this node's)"
+    );
+    assert!(agent::load_cause(
+        "insmod: ERROR: could not insert module x.ko: Unknown symbol in module"
+    )
+    .starts_with("a symbol the module needs is missing"));
+    assert!(agent::load_cause(
+        "insmod: ERROR: could not insert module x.ko: Key was rejected by service"
+    )
+    .starts_with("the kernel refused the module's signature"));
 }
 
 // ---- the hold-off after an external unload (agent::Watch) ---------------------------
@@ -426,7 +600,7 @@ fn a_poll_reads_the_providers_the_module_is_bound_to() {
     let nvidia = agent::instance(&root, "nvidia").unwrap();
     let core_a = agent::instance(&root, "ib_core").unwrap();
     let mut w = agent::Watch::default();
-    let sample = Sample::read(&root, "nvidia_peermem", &w);
+    let sample = Sample::read(&root, &ours(), &w);
     assert_eq!(
         sample,
         Sample::Loaded(loads(&[("ib_core", core_a), ("nvidia", nvidia)]))
@@ -441,13 +615,13 @@ fn a_poll_reads_the_providers_the_module_is_bound_to() {
     write(&dir, "/sys/module/ib_core/initstate", "live\n");
     let core_b = agent::instance(&root, "ib_core").unwrap();
     assert_ne!(core_a, core_b);
-    let sample = Sample::read(&root, "nvidia_peermem", &w);
+    let sample = Sample::read(&root, &ours(), &w);
     assert_eq!(sample, Sample::Loaded(loads(&[("nvidia", nvidia)])));
     assert_eq!(w.poll(sample, t, RELOAD_AFTER), Poll::Loaded);
 
     // Then found gone: the core is a new load, loaded again at once.
     std::fs::remove_dir_all(dir.join("sys/module/nvidia_peermem")).unwrap();
-    let sample = Sample::read(&root, "nvidia_peermem", &w);
+    let sample = Sample::read(&root, &ours(), &w);
     assert_eq!(
         sample,
         Sample::Gone(loads(&[("ib_core", core_b), ("nvidia", nvidia)]))

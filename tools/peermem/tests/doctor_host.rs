@@ -640,15 +640,24 @@ fn module_symbol_versions_are_read_from_either_table() {
             assert_eq!(read.get(name), Some(&crc), "extended {extended}: {name}");
         }
     }
-    // Compressed as dkms compresses modules: xz (Debian's) and gzip; zstd (Ubuntu's)
-    // is not read (judged by time).
+    // Compressed as dkms and the distributions compress modules: xz (Debian's), zstd
+    // (Ubuntu's) and gzip.
     let elf = module_with_versions(true, &crcs);
     let mut xz = Vec::new();
     lzma_rs::xz_compress(&mut elf.as_slice(), &mut xz).unwrap();
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     std::io::Write::write_all(&mut gz, &elf).unwrap();
     let gz = gz.finish().unwrap();
-    for (path, bytes) in [("m.ko", elf.clone()), ("m.ko.xz", xz), ("m.ko.gz", gz)] {
+    let zst = ruzstd::encoding::compress_to_vec(
+        elf.as_slice(),
+        ruzstd::encoding::CompressionLevel::Fastest,
+    );
+    for (path, bytes) in [
+        ("m.ko", elf.clone()),
+        ("m.ko.xz", xz),
+        ("m.ko.zst", zst),
+        ("m.ko.gz", gz),
+    ] {
         assert_eq!(
             doctor::module_image(path, bytes).as_ref(),
             Some(&elf),
@@ -656,7 +665,7 @@ fn module_symbol_versions_are_read_from_either_table() {
         );
     }
     assert_eq!(doctor::module_image("m.ko.xz", b"not xz".to_vec()), None);
-    assert_eq!(doctor::module_image("m.ko.zst", elf.clone()), None);
+    assert_eq!(doctor::module_image("m.ko.zst", b"not zstd".to_vec()), None);
     assert_eq!(doctor::module_image("m.ko.bz2", elf.clone()), None);
     assert_eq!(doctor::module_crcs(b"not an ELF file"), None);
     assert!(doctor::module_crcs(&module_with_versions(false, &[]))
@@ -761,6 +770,104 @@ fn core_symbols_compares_the_module_crcs_with_mofed_symvers() {
              loads over any peer-memory core that exports them"
         ),
     );
+}
+
+// ---- module-file ------------------------------------------------------------------
+
+/// A module's ELF image with a `.modinfo` of `fields` (`key=value` entries).
+fn module_with_modinfo(fields: &[(&str, &str)]) -> Vec<u8> {
+    use object::write::Object;
+    use object::{Architecture, BinaryFormat, Endianness, SectionKind};
+    let mut obj = Object::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
+    let id = obj.add_section(Vec::new(), b".modinfo".to_vec(), SectionKind::ReadOnlyData);
+    let data: Vec<u8> = fields
+        .iter()
+        .flat_map(|(k, v)| format!("{k}={v}").into_bytes().into_iter().chain([0]))
+        .collect();
+    obj.append_section_data(id, &data, 1);
+    obj.write().unwrap()
+}
+
+/// healthy-h100 with `file` (under /lib/modules/<release>/) as the nvidia-peermem.ko
+/// modules.dep lists, xz-compressed as Debian's dkms leaves it.
+fn with_module_file(name: &str, fields: &[(&str, &str)]) -> Scratch {
+    let dir = Scratch::copy_of("healthy-h100", name);
+    let rel = "7.0.0-34-generic";
+    let mut xz = Vec::new();
+    lzma_rs::xz_compress(&mut module_with_modinfo(fields).as_slice(), &mut xz).unwrap();
+    let p = dir.join(format!(
+        "lib/modules/{rel}/updates/dkms/nvidia-peermem.ko.xz"
+    ));
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, xz).unwrap();
+    write(
+        &dir,
+        &format!("/lib/modules/{rel}/modules.dep"),
+        "kernel/drivers/infiniband/core/ib_core.ko.zst:\n\
+         updates/dkms/nvidia-peermem.ko.xz: kernel/drivers/video/nvidia.ko\n",
+    );
+    dir
+}
+
+/// The file modprobe loads is named, with whose it is: peermem's drop-in (its author)
+/// is OK; NVIDIA's own (the driver's version) where the drop-in package is installed
+/// FAILs (the next load is NVIDIA's), the fix the dkms command that installs the
+/// drop-in over it; without the drop-in package a WARN naming the package.
+#[test]
+fn the_file_modprobe_loads_is_named_with_whose_it_is() {
+    let file = "/lib/modules/7.0.0-34-generic/updates/dkms/nvidia-peermem.ko.xz";
+    let v = peermem_tool::peermem_version();
+    let dir = with_module_file(
+        "module-file-dropin",
+        &[
+            ("version", v),
+            ("author", "peermem developers"),
+            ("name", "nvidia_peermem"),
+        ],
+    );
+    expect_detail(
+        &run_at(&dir),
+        "module-file",
+        Verdict::Ok,
+        &format!("modprobe nvidia-peermem loads {file}: peermem's drop-in {v}"),
+    );
+
+    let dir = with_module_file(
+        "module-file-nvidia",
+        &[("version", "580.65.06"), ("name", "nvidia_peermem")],
+    );
+    let driver = run_at(&dir)
+        .checks
+        .iter()
+        .find(|c| c.id == "driver-version")
+        .unwrap()
+        .detail
+        .clone();
+    assert!(driver.contains("580.65.06"), "{driver}");
+    let c = expect(&run_at(&dir), "module-file", Verdict::Warn).clone();
+    assert_eq!(
+        c.detail,
+        format!(
+            "modprobe nvidia-peermem loads {file} (version 580.65.06: NVIDIA's own, its \
+             version the driver's); peermem's drop-in is not installed"
+        )
+    );
+    std::fs::create_dir_all(dir.join(format!("usr/src/peermem-dropin-{v}"))).unwrap();
+    let r = run_at(&dir);
+    let c = expect(&r, "module-file", Verdict::Fail);
+    assert_eq!(
+        c.detail,
+        format!(
+            "modprobe nvidia-peermem loads {file} (version 580.65.06: NVIDIA's own, its \
+             version the driver's), not peermem's drop-in, which is installed \
+             (peermem-dropin {v})"
+        )
+    );
+    assert!(fix(c).starts_with(&format!(
+        "dkms install --force -m peermem-dropin -v {v} -k 7.0.0-34-generic"
+    )));
+    // It comes before the module's own check: the load would take that file.
+    first_fail(&r, "module-file");
 }
 
 // ---- other-kernels ----------------------------------------------------------------

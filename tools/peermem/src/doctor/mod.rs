@@ -25,7 +25,7 @@ pub use kernel::{
     supported_list, Config, RUST_BUILD_FILES, RUST_CRATES, SUPPORTED_KERNELS_FILE, TARGET_JSON,
 };
 pub use logs::{kernel_log, DMESG_FILE};
-pub use modversions::{module_crcs, module_image, symvers_crc, symvers_exporter};
+pub use modversions::{modinfo_field, module_crcs, module_image, symvers_crc, symvers_exporter};
 pub use pcie::{acs_control, acs_flags, acs_redirects, Acs, Level, ACS_CAP_ID};
 pub use toolchain::toolchain_in;
 
@@ -98,7 +98,7 @@ pub struct Check {
 /// path needs it (the kernel's Rust support and release, the persistent pin API, the
 /// peer-memory core and everything about the module are peermem's; the GPU driver,
 /// the HCA and the platform are GPUDirect RDMA's, whichever path it takes).
-pub const CHECK_IDS: [(&str, bool); 24] = [
+pub const CHECK_IDS: [(&str, bool); 25] = [
     ("kernel-rust", true),
     ("kernel-release", true),
     ("nvidia-driver", false),
@@ -107,6 +107,7 @@ pub const CHECK_IDS: [(&str, bool); 24] = [
     ("gpu-product", false),
     ("peer-memory-core", true),
     ("hca", false),
+    ("module-file", true),
     ("peermem-module", true),
     ("symbol-errors", true),
     ("app-detection", true),
@@ -452,6 +453,7 @@ pub fn run_full(root: &Root, gpus: Option<nvsmi::Report>, env: &Env, nics: &NicA
     checks.push(gpu::gpu_product(&host));
     checks.push(peer_memory_core(&host));
     checks.push(rdma::hca(&host));
+    checks.push(module_file(&host));
     checks.push(peermem_module(&host));
     checks.push(logs::symbol_errors(&host));
     checks.push(app_detection(&host));
@@ -517,6 +519,140 @@ fn unit_file(h: &Host<'_>) -> Option<(String, String)> {
         })?;
         Some((module, file))
     })
+}
+
+/// The author peermem's modules carry (`MODULE_AUTHOR`).
+const PEERMEM_AUTHOR: &str = "peermem developers";
+
+/// The installed drop-in dkms packages' versions (`/usr/src/peermem-dropin-<version>`).
+fn dropin_packages(h: &Host<'_>) -> Vec<String> {
+    h.root
+        .list("/usr/src")
+        .into_iter()
+        .filter_map(|n| n.strip_prefix("peermem-dropin-").map(str::to_owned))
+        .collect()
+}
+
+/// `module-file`: the file `modprobe nvidia-peermem` loads for the running kernel (the
+/// one `modules.dep` lists: depmod has applied its search order and overrides), and
+/// whose it is (its `.modinfo`: peermem's author, else NVIDIA's, whose version is the
+/// driver's). NVIDIA's driver packages install their own nvidia-peermem.ko, of the
+/// driver's higher version, where dkms puts the drop-in: where the drop-in package is
+/// installed but NVIDIA's file is the one, the next load is NVIDIA's module: FAIL,
+/// with the command that installs the drop-in over it.
+fn module_file(h: &Host<'_>) -> Check {
+    const ID: &str = "module-file";
+    let Some(rel) = h.release.as_deref() else {
+        return Check::new(ID, Verdict::NotApplicable, "the kernel release is unknown");
+    };
+    let Some(dep) = h.root.read(&format!("/lib/modules/{rel}/modules.dep")) else {
+        return Check::new(
+            ID,
+            Verdict::NotApplicable,
+            format!("no /lib/modules/{rel}/modules.dep"),
+        );
+    };
+    let dropin = dropin_packages(h);
+    let entry = dep.lines().find_map(|l| {
+        let f = l.split(':').next()?;
+        let base = f.rsplit('/').next()?;
+        let name = base.split(".ko").next()?;
+        (name == "nvidia-peermem" || name == "nvidia_peermem").then(|| f.to_owned())
+    });
+    let Some(entry) = entry else {
+        return match dropin.first() {
+            Some(v) => Check::new(
+                ID,
+                Verdict::Fail,
+                format!(
+                    "peermem's drop-in package is installed (peermem-dropin {v}) but \
+                     /lib/modules/{rel} has no nvidia-peermem.ko: modprobe nvidia-peermem \
+                     finds nothing"
+                ),
+            )
+            .fix(format!(
+                "dkms install -m peermem-dropin -v {v} -k {rel} (if it fails: \
+                 /var/lib/dkms/peermem-dropin/{v}/build/make.log)"
+            )),
+            None => Check::new(
+                ID,
+                Verdict::NotApplicable,
+                format!("no nvidia-peermem.ko for {rel} (no drop-in installed)"),
+            ),
+        };
+    };
+    let file = if entry.starts_with('/') {
+        entry
+    } else {
+        format!("/lib/modules/{rel}/{entry}")
+    };
+    let elf = h
+        .root
+        .read_bytes(&file)
+        .ok()
+        .and_then(|bytes| module_image(&file, bytes));
+    let Some(elf) = elf else {
+        return Check::new(
+            ID,
+            Verdict::Warn,
+            format!("modprobe nvidia-peermem loads {file}, which cannot be read as a module"),
+        )
+        .fix(format!("check with: modinfo {file}"));
+    };
+    let version = modinfo_field(&elf, "version").unwrap_or_else(|| "(no version)".to_owned());
+    if modinfo_field(&elf, "author").as_deref() == Some(PEERMEM_AUTHOR) {
+        return Check::new(
+            ID,
+            Verdict::Ok,
+            format!("modprobe nvidia-peermem loads {file}: peermem's drop-in {version}"),
+        );
+    }
+    foreign_module_file(h, &file, &version, &dropin, rel)
+}
+
+/// [`module_file`] where the file is not peermem's: NVIDIA's (its version the
+/// driver's), or another's.
+fn foreign_module_file(
+    h: &Host<'_>,
+    file: &str,
+    version: &str,
+    dropin: &[String],
+    rel: &str,
+) -> Check {
+    const ID: &str = "module-file";
+    let driver = h.driver.as_ref().map(|(_, s)| s.as_str());
+    let whose = if Some(version) == driver {
+        "NVIDIA's own, its version the driver's"
+    } else {
+        "not peermem's: NVIDIA's own or another's"
+    };
+    match dropin.first() {
+        Some(v) => Check::new(
+            ID,
+            Verdict::Fail,
+            format!(
+                "modprobe nvidia-peermem loads {file} (version {version}: {whose}), not \
+                 peermem's drop-in, which is installed (peermem-dropin {v})"
+            ),
+        )
+        .fix(format!(
+            "dkms install --force -m peermem-dropin -v {v} -k {rel} (dkms keeps the other \
+             file and puts it back when peermem-dropin is removed), then systemctl restart \
+             peermem.service"
+        )),
+        None => Check::new(
+            ID,
+            Verdict::Warn,
+            format!(
+                "modprobe nvidia-peermem loads {file} (version {version}: {whose}); \
+                 peermem's drop-in is not installed"
+            ),
+        )
+        .fix(
+            "install peermem's drop-in package (peermem-dropin-dkms): dkms installs it over \
+             that file, which comes back when the drop-in is removed",
+        ),
+    }
 }
 
 /// How to load the module: through `peermem.service` where it is installed (a load
@@ -919,8 +1055,9 @@ fn peermem_module(h: &Host<'_>) -> Check {
             .unwrap_or_else(|| "(no version)".to_owned())
     };
     match h.client() {
-        Client::None => Check::new(ID, Verdict::Fail, "no peer-memory client module is loaded")
-            .fix(load_fix(h)),
+        Client::None => {
+            Check::new(ID, Verdict::Fail, "no peer-memory client module is loaded").fix(load_fix(h))
+        }
         Client::Native => Check::new(
             ID,
             Verdict::Ok,
@@ -951,7 +1088,10 @@ fn peermem_module(h: &Host<'_>) -> Check {
                 )
             },
         )
-        .fix("to use peermem: rmmod nvidia_peermem && modprobe nvidia-peermem (peermem's drop-in, installed in extra/)"),
+        .fix(
+            "to use peermem: install its drop-in over it (module-file says which file \
+             modprobe loads and how), then systemctl restart peermem.service",
+        ),
         Client::Both => Check::new(
             ID,
             Verdict::Fail,

@@ -12,16 +12,20 @@ use std::io::Read;
 
 use object::{Object, ObjectSection};
 
-/// A module file's ELF image: the file itself (`.ko`), or decompressed where dkms
-/// compressed it with xz (Debian's) or gzip. `None`: another suffix (`.ko.zst`,
-/// Ubuntu's: no zstd decoder here builds with rustc 1.85), or a stream that does not
-/// decompress.
+/// A module file's ELF image: the file itself (`.ko`), or decompressed where dkms or
+/// the distribution compressed it: xz (Debian's), zstd (Ubuntu's) or gzip. `None`:
+/// another suffix, or a stream that does not decompress.
 pub fn module_image(path: &str, bytes: Vec<u8>) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     if path.ends_with(".ko") {
         return Some(bytes);
     } else if path.ends_with(".ko.xz") {
         lzma_rs::xz_decompress(&mut bytes.as_slice(), &mut out).ok()?;
+    } else if path.ends_with(".ko.zst") {
+        ruzstd::decoding::StreamingDecoder::new(bytes.as_slice())
+            .ok()?
+            .read_to_end(&mut out)
+            .ok()?;
     } else if path.ends_with(".ko.gz") {
         flate2::read::GzDecoder::new(bytes.as_slice())
             .read_to_end(&mut out)
@@ -30,6 +34,20 @@ pub fn module_image(path: &str, bytes: Vec<u8>) -> Option<Vec<u8>> {
         return None;
     }
     Some(out)
+}
+
+/// A `.modinfo` field of a module's ELF image (`version`, `author`, ...), as `modinfo
+/// -F` prints it: the first `key=value` entry of that key. `None`: not an ELF file, no
+/// `.modinfo` section, or no such entry.
+pub fn modinfo_field(elf: &[u8], key: &str) -> Option<String> {
+    let file = object::File::parse(elf).ok()?;
+    let section = file.section_by_name(".modinfo")?;
+    let data = section.data().ok()?;
+    data.split(|b| *b == 0).find_map(|entry| {
+        let text = std::str::from_utf8(entry).ok()?;
+        let (k, v) = text.split_once('=')?;
+        (k == key).then(|| v.to_owned())
+    })
 }
 
 /// The imported symbols' CRCs a module file records, by name. The loader reads the
