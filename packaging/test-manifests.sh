@@ -74,6 +74,7 @@ c = ds["spec"]["template"]["spec"]["containers"][0]
 env = {e["name"]: cm["data"][e["valueFrom"]["configMapKeyRef"]["key"]] for e in c.get("env", [])}
 sub = lambda a: re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], a)
 for kind, argv in [("run", c["command"] + c["args"]),
+                   ("startup", c["startupProbe"]["exec"]["command"]),
                    ("readiness", c["readinessProbe"]["exec"]["command"]),
                    ("liveness", c["livenessProbe"]["exec"]["command"]),
                    ("preStop", c["lifecycle"]["preStop"]["exec"]["command"])]:
@@ -92,7 +93,7 @@ while IFS= read -r line; do
 	run)
 		expect "DaemonSet run: parses, and refuses a missing module file (exit 3)" "$rc" 3
 		has "DaemonSet run: says why" "$out" "refusing to start: /opt/peermem/nvidia-peermem.ko:" ;;
-	readiness | liveness)
+	startup | readiness | liveness)
 		expect "DaemonSet $kind probe: not ready without the module (exit 1)" "$rc" 1
 		has "DaemonSet $kind probe: names the drop-in" "$out" "not ready: nvidia_peermem is not loaded" ;;
 	preStop)
