@@ -648,10 +648,20 @@ fn module_symbol_versions_are_read_from_either_table() {
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     std::io::Write::write_all(&mut gz, &elf).unwrap();
     let gz = gz.finish().unwrap();
-    let zst = ruzstd::encoding::compress_to_vec(
-        elf.as_slice(),
-        ruzstd::encoding::CompressionLevel::Fastest,
-    );
+    // zstd as Ubuntu's kmod and dkms compress (the zstd command: scripts/setup).
+    let zst = {
+        use std::io::Write as _;
+        let mut child = std::process::Command::new("zstd")
+            .args(["-q", "-c", "-19"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("zstd (scripts/setup installs it)");
+        child.stdin.take().unwrap().write_all(&elf).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        out.stdout
+    };
     for (path, bytes) in [
         ("m.ko", elf.clone()),
         ("m.ko.xz", xz),

@@ -22,7 +22,7 @@ pub fn module_image(path: &str, bytes: Vec<u8>) -> Option<Vec<u8>> {
     } else if path.ends_with(".ko.xz") {
         lzma_rs::xz_decompress(&mut bytes.as_slice(), &mut out).ok()?;
     } else if path.ends_with(".ko.zst") {
-        ruzstd::decoding::StreamingDecoder::new(bytes.as_slice())
+        ruzstd::StreamingDecoder::new(bytes.as_slice())
             .ok()?
             .read_to_end(&mut out)
             .ok()?;
