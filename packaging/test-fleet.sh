@@ -79,6 +79,8 @@ mkdir -p "$S/debs/standin-src/tests/fakes"
 cp -r "$ROOT/tests/fakes/standin" "$S/debs/standin-src/tests/fakes/"
 cp -r "$ROOT/include" "$S/debs/standin-src/"
 cp "$ROOT/packaging/find-symvers" "$S/debs/standin-src/"
+# A module built for another kernel: the drop-in of the test bed's dev kernel.
+cp "$ROOT/build/stage/nvidia-peermem.ko" "$S/debs/nvidia-peermem-other-kernel.ko"
 
 # ---------------------------------------------------------------- the node
 # The GPU driver and MOFED from their packages; podman's storage (overlay, as Debian's
@@ -91,7 +93,7 @@ res=$(in_node "set -e
 	echo '== dkms status'; dkms status
 	podman --storage-driver overlay load -q -i build.tar
 	mkdir -p /usr/local/lib/peermem-node-test
-	install -m 644 precompiled.pod build.pod /usr/local/lib/peermem-node-test/
+	install -m 644 precompiled.pod build.pod nvidia-peermem-other-kernel.ko /usr/local/lib/peermem-node-test/
 	# NVIDIA's packaged nvidia-peermem: the stand-in, built against the doubles.
 	cp -r standin-src /tmp/standin-src
 	make -s -C /usr/src/linux-headers-$abi M=/tmp/standin-src/tests/fakes/standin \
