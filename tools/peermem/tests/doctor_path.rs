@@ -59,21 +59,34 @@ fn append(dir: &Path, abs: &str, text: &str) {
 /// PEERMEM_STUB_DEVICES), the job's environment `env` (lines of a --env file).
 /// Returns the JSON and the stub's call counts.
 fn doctor(dir: &Path, devices: &str, env: &str) -> (Value, String) {
+    let (v, calls, _) = doctor_run(dir, devices, env, &[]);
+    (v, calls)
+}
+
+/// [`doctor`] with `extra` arguments: also its exit status.
+fn doctor_run(
+    dir: &Path,
+    devices: &str,
+    env: &str,
+    extra: &[&str],
+) -> (Value, String, Option<i32>) {
     let so = stub(dir);
     let env_file = dir.join("job.env");
     std::fs::write(&env_file, env).unwrap();
     let log = dir.join("stub.log");
+    let mut args = vec![
+        "doctor",
+        "--json",
+        "--root",
+        arg(dir),
+        "--verbs-lib",
+        arg(&so),
+        "--env",
+        arg(&env_file),
+    ];
+    args.extend_from_slice(extra);
     let out = Command::new(env!("CARGO_BIN_EXE_peermem"))
-        .args([
-            "doctor",
-            "--json",
-            "--root",
-            arg(dir),
-            "--verbs-lib",
-            arg(&so),
-            "--env",
-            arg(&env_file),
-        ])
+        .args(&args)
         .env("PEERMEM_STUB_DEVICES", devices)
         .env("PEERMEM_STUB_LOG", &log)
         .output()
@@ -82,6 +95,7 @@ fn doctor(dir: &Path, devices: &str, env: &str) -> (Value, String) {
     (
         parse(&text),
         std::fs::read_to_string(&log).unwrap_or_default(),
+        out.status.code(),
     )
 }
 
@@ -642,31 +656,10 @@ fn no_rdma_device_is_no_path() {
     );
 }
 
-/// `peermem doctor --json` on `dir` with `extra` arguments, every NIC answering the
-/// dma-buf probe with `devices`: the JSON and the exit status.
+/// [`doctor_run`] for an empty job environment: the JSON and the exit status.
 fn doctor_exit(dir: &Path, devices: &str, extra: &[&str]) -> (Value, Option<i32>) {
-    let so = stub(dir);
-    let mut args = vec![
-        "doctor",
-        "--json",
-        "--root",
-        arg(dir),
-        "--verbs-lib",
-        arg(&so),
-    ];
-    args.extend_from_slice(extra);
-    let out = Command::new(env!("CARGO_BIN_EXE_peermem"))
-        .args(&args)
-        .env("PEERMEM_STUB_DEVICES", devices)
-        .env("PEERMEM_STUB_LOG", dir.join("stub.log"))
-        .env_remove("NCCL_DMABUF_ENABLE")
-        .env_remove("UCX_IB_GPU_DIRECT_RDMA")
-        .output()
-        .unwrap();
-    (
-        parse(&String::from_utf8_lossy(&out.stdout)),
-        out.status.code(),
-    )
+    let (v, _, code) = doctor_run(dir, devices, "", extra);
+    (v, code)
 }
 
 /// A host on an upstream kernel whose jobs all take dma-buf: no peer-memory core, no
