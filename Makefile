@@ -26,8 +26,10 @@
 #   make test-install    only scripts/install's tests (packaging/test-install.sh)
 #   make deb        Debian packages: peermem-dkms, peermem-dropin-dkms, peermem-tools (build/deb)
 #   make image      the container image precompiled for KDIR's release, as root (the drop-in
-#                   built against it; scripts/image; build/image, docs/fleet.md)
+#                   built against it; scripts/image; build/image, docs/fleet.md), named
+#                   REGISTRY/peermem:<tag> with REGISTRY=host[:port][/path]
 #   make image-build-on-node  the container image that builds the module on each node
+#                   (REGISTRY= as make image)
 #   make toolchain  print the compiler variables handed to the kernel's make (KDIR)
 #   make lib-rust   build and install KDIR's Rust build files where the distribution ships
 #                   none (Debian), from its kernel source package (scripts/lib-rust)
@@ -192,15 +194,15 @@ test-install:
 # The container images (docs/fleet.md; scripts/image, as root, with debootstrap and
 # buildah), with the peermem tool linked statically: precompiled for $(KDIR)'s release
 # (the drop-in built against it), or the one that builds the module on each node with
-# dkms. OCI archives under build/image.
+# dkms. OCI archives under build/image, named for REGISTRY where it is given.
 TOOL_STATIC = $(or $(CARGO_TARGET_DIR),$(ROOT)/target)/x86_64-unknown-linux-gnu/release/peermem
 tool-static:
 	cd $(ROOT) && RUSTFLAGS="-C target-feature=+crt-static" \
 		cargo build --quiet --release --locked -p peermem --target x86_64-unknown-linux-gnu
 image: dropin tool-static
-	@$(ROOT)/scripts/image $(BUILD)/nvidia-peermem/nvidia-peermem.ko $(TOOL_STATIC)
+	@$(ROOT)/scripts/image $(if $(REGISTRY),--registry $(REGISTRY)) $(BUILD)/nvidia-peermem/nvidia-peermem.ko $(TOOL_STATIC)
 image-build-on-node: tool-static
-	@$(ROOT)/scripts/image --build-on-node $(TOOL_STATIC)
+	@$(ROOT)/scripts/image $(if $(REGISTRY),--registry $(REGISTRY)) --build-on-node $(TOOL_STATIC)
 
 clean:
 	rm -rf $(BUILD) target

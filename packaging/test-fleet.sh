@@ -11,19 +11,26 @@
 #     step runs here, at native speed, in the image's root with the node's directories
 #     mounted as the pod mounts them (this machine's crun cannot run a container: its
 #     limits cannot be set here), and leaves the module on the node;
-#   - the precompiled image (scripts/image MODULE TOOL) for the node's kernel, MODULE
-#     being that build's module, as a build pipeline makes precompiled images;
-#   - both images loaded into the node's podman storage; their sizes printed;
-#   - the pod: what `kubectl apply -k` applies (deploy/kubernetes with the precompiled
-#     image's tag set, and deploy/kubernetes/build-on-node), turned into podman's
-#     options by packaging/render-manifests --pod: privileged, the hostPath mounts,
+#   - the precompiled images (scripts/image --registry 127.0.0.1:5000/gpu MODULE
+#     TOOL): one for the node's kernel, MODULE being that build's module, as a build
+#     pipeline makes precompiled images, and one for another kernel (the test bed's
+#     dev kernel's drop-in); scripts/fleet-overlay's overlay of both (one DaemonSet
+#     per kernel release), built by kustomize, and where it schedules on this node;
+#   - the build-on-the-node image loaded into the node's podman storage; the sizes
+#     printed;
+#   - the pod: what `kubectl apply -k` applies (that overlay's DaemonSets, and
+#     deploy/kubernetes/build-on-node), turned into podman's options by
+#     packaging/render-manifests --pod: privileged, the hostPath mounts,
 #     the ConfigMap's environment, the memory limit, the command; probes run with
 #     podman exec, the stop is the preStop hook and then SIGTERM within the grace
 #     period;
-#   - the scenarios, in the booted node (tests/node/checks, boot fleet): start, start
-#     before the RDMA core, openibd restart, stop with a live registration, a host with
-#     NVIDIA's packaged nvidia-peermem loaded (its stand-in, tests/fakes/standin, built
-#     in the node against the doubles), the build-on-the-node image.
+#   - the scenarios, in the booted node (tests/node/checks, boot fleet): both
+#     precompiled images pushed into a registry on the node's loopback (Debian's
+#     docker-registry; skopeo copy, as docs/fleet.md) and pulled by digest, start,
+#     start before the RDMA core, openibd restart, stop with a live registration, a
+#     host with NVIDIA's packaged nvidia-peermem loaded (its stand-in,
+#     tests/fakes/standin, built in the node against the doubles), the
+#     build-on-the-node image, the other kernel's image.
 # Needs root, loop devices, QEMU, debootstrap, buildah. Last line: "N passed, N failed".
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -63,24 +70,16 @@ expect "image: scripts/image --build-on-node exits 0 ($((SECONDS - t)) s)" "$?" 
 # ---------------------------------------------------------------- the pods
 bin=$("$ROOT/packaging/manifests-python") ||
 	{ bad "prerequisites: the manifests' Python environment (packaging/manifests-python)"; finish; }
-# The precompiled image's tag set as an admin sets it (docs/fleet.md).
-mkdir -p "$S/k"
-cat > "$S/k/kustomization.yaml" <<EOF
-resources:
-  - $ROOT/deploy/kubernetes
-images:
-  - name: peermem
-    newTag: $VERSION-${abi//+/_}
-EOF
-"$bin/python3" "$ROOT/packaging/render-manifests" "$S/k" --pod > "$S/debs/precompiled.pod" &&
-	"$bin/python3" "$ROOT/packaging/render-manifests" "$ROOT/deploy/kubernetes/build-on-node" --pod > "$S/debs/build.pod"
-expect "the pods of deploy/kubernetes and deploy/kubernetes/build-on-node (render-manifests --pod)" "$?" 0
+KUSTOMIZE=$("$ROOT/packaging/kustomize") ||
+	{ bad "prerequisites: kustomize (packaging/kustomize)"; finish; }
+export KUSTOMIZE
+render() { "$bin/python3" "$ROOT/packaging/render-manifests" "$@"; }
+render "$ROOT/deploy/kubernetes/build-on-node" --pod > "$S/debs/build.pod"
+expect "the pod of deploy/kubernetes/build-on-node (kustomize build, render-manifests --pod)" "$?" 0
 mkdir -p "$S/debs/standin-src/tests/fakes"
 cp -r "$ROOT/tests/fakes/standin" "$S/debs/standin-src/tests/fakes/"
 cp -r "$ROOT/include" "$S/debs/standin-src/"
 cp "$ROOT/packaging/find-symvers" "$S/debs/standin-src/"
-# A module built for another kernel: the drop-in of the test bed's dev kernel.
-cp "$ROOT/build/stage/nvidia-peermem.ko" "$S/debs/nvidia-peermem-other-kernel.ko"
 
 # ---------------------------------------------------------------- the node
 # The GPU driver and MOFED from their packages; podman's storage (overlay, as Debian's
@@ -93,7 +92,7 @@ res=$(in_node "set -e
 	echo '== dkms status'; dkms status
 	podman --storage-driver overlay load -q -i build.tar
 	mkdir -p /usr/local/lib/peermem-node-test
-	install -m 644 precompiled.pod build.pod nvidia-peermem-other-kernel.ko /usr/local/lib/peermem-node-test/
+	install -m 644 build.pod /usr/local/lib/peermem-node-test/
 	# NVIDIA's packaged nvidia-peermem: the stand-in, built against the doubles.
 	cp -r standin-src /tmp/standin-src
 	make -s -C /usr/src/linux-headers-$abi M=/tmp/standin-src/tests/fakes/standin \
@@ -142,19 +141,54 @@ has "build on the node: ... the module kept on the node (/var/lib/peermem)" "$re
 expect "build on the node: ... the drop-in, for $abi" \
 	"$(modinfo -F name "$S/nvidia-peermem.ko" 2>&1) $(modinfo -F vermagic "$S/nvidia-peermem.ko" 2>&1 | cut -d' ' -f1)" "nvidia_peermem $abi"
 
-# ---------------------------------------------------------------- the precompiled image
+# ---------------------------------------------------------------- the precompiled images
 # For the node's kernel, from the module that build made (as a pipeline builds the
-# precompiled images of a fleet's kernel releases).
+# precompiled images of a fleet's kernel releases), and for another kernel (the test
+# bed's dev kernel's drop-in), both named for a registry on the node's loopback
+# (make image REGISTRY=), where the booted node's checks push them (skopeo copy, as
+# docs/fleet.md) and pull them back by digest; scripts/fleet-overlay makes the overlay
+# of both, one DaemonSet per kernel release, and kustomize builds it.
+REG=127.0.0.1:5000/gpu
 t=$SECONDS
-pre=$("$ROOT/scripts/image" "$S/nvidia-peermem.ko" "$tool" "$S/debs/precompiled.tar" 2>"$out/image-precompiled.log")
-expect "image: scripts/image (precompiled for $abi) exits 0 ($((SECONDS - t)) s)" "$?" 0
+pre=$("$ROOT/scripts/image" --registry "$REG" "$S/nvidia-peermem.ko" "$tool" "$S/debs/precompiled.tar" 2>"$out/image-precompiled.log")
+expect "image: scripts/image --registry $REG (precompiled for $abi) exits 0 ($((SECONDS - t)) s)" "$?" 0
 [ -s "$pre" ] || { tail -n 15 "$out/image-precompiled.log"; finish; }
-res=$(in_node "podman --storage-driver overlay load -q -i /var/cache/peermem-test/precompiled.tar
-	echo '== images'; podman images --format '{{.Repository}}:{{.Tag}} {{.Size}}'" 2>&1)
+devrel=$(modinfo -F vermagic "$ROOT/build/stage/nvidia-peermem.ko" | cut -d' ' -f1)
+oth=$("$ROOT/scripts/image" --registry "$REG" "$ROOT/build/stage/nvidia-peermem.ko" "$tool" "$S/debs/other-kernel.tar" 2>>"$out/image-precompiled.log")
+expect "image: scripts/image --registry $REG (precompiled for another kernel, $devrel) exits 0" "$?" 0
+[ -s "$oth" ] || { tail -n 15 "$out/image-precompiled.log"; finish; }
+"$ROOT/scripts/fleet-overlay" "$S/k" "$pre" "$oth" > "$out/fleet-overlay.log" 2>&1
+expect "fleet-overlay: the overlay of both images (one DaemonSet per kernel release)" "$?" 0
+render "$S/k" > "$out/fleet-rendered.yaml"
+expect "fleet-overlay: ... kustomize builds it" "$?" 0
+ident() { sed -E 's/[^a-z0-9]+/-/g; s/^-+|-+$//g' <<<"${1,,}"; }
+render "$S/k" --pod "peermem-$(ident "$abi")" > "$S/debs/precompiled.pod" &&
+	render "$S/k" --pod "peermem-$(ident "$devrel")" > "$S/debs/other-kernel.pod"
+expect "fleet-overlay: ... the pods of both DaemonSets (render-manifests --pod)" "$?" 0
+# Where they go: this node as Node Feature Discovery labels a GPU+HCA node of its
+# kernel (unconfigured NFD: no kernel-version.full, Debian's release is no label value).
+F=feature.node.kubernetes.io
+IFS=. read -r kmaj kmin krev <<<"${abi%%[!0-9.]*}"
+cat > "$S/nodes.json" <<EOF
+{"node": {"$F/pci-0302_10de.present": "true", "$F/custom-rdma.capable": "true",
+          "$F/kernel-version.major": "$kmaj", "$F/kernel-version.minor": "$kmin", "$F/kernel-version.revision": "$krev"}}
+EOF
+expect "fleet-overlay: on this node only the DaemonSet of its kernel schedules" \
+	"$("$bin/python3" "$ROOT/tests/manifests/schedule" "$out/fleet-rendered.yaml" "$S/nodes.json")" "node: peermem-$(ident "$abi")"
+# What the node's checks push: archive, the reference, the archive's digest (the one
+# the overlay names).
+for a in precompiled other-kernel; do
+	printf '%s %s\n' "$a.tar" "$("$bin/python3" -c '
+import json, sys, tarfile
+d = json.load(tarfile.open(sys.argv[1]).extractfile("index.json"))["manifests"][0]
+print(d["annotations"]["org.opencontainers.image.ref.name"], d["digest"])' "$S/debs/$a.tar")"
+done > "$S/debs/pushes"
+res=$(in_node "install -m 644 /var/cache/peermem-test/{precompiled,other-kernel}.pod /var/cache/peermem-test/{precompiled,other-kernel}.tar \
+		/var/cache/peermem-test/pushes /usr/local/lib/peermem-node-test/
+	echo '== images'; podman --storage-driver overlay images --format '{{.Repository}}:{{.Tag}} {{.Size}}'" 2>&1)
 echo "$res" >> "$out/node.log"
-has "node: podman loaded the precompiled image" "$res" "localhost/peermem:$VERSION-${abi//+/_} "
 has "node: podman loaded the build-on-the-node image" "$res" "localhost/peermem:$VERSION-build-debian13 "
-echo "     sizes: precompiled: archive $(du -h --apparent-size "$pre" | cut -f1), in the node $(sed -n "s|^localhost/peermem:$VERSION-${abi//+/_} ||p" <<<"$res");" \
+echo "     sizes: precompiled: archive $(du -h --apparent-size "$pre" | cut -f1);" \
 	"build on the node: archive $(du -h --apparent-size "$build" | cut -f1), in the node $(sed -n "s|^localhost/peermem:$VERSION-build-debian13 ||p" <<<"$res")"
 
 # ---------------------------------------------------------------- boot

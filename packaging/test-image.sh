@@ -78,16 +78,22 @@ PY
 if [ -n "${3:-}" ]; then
 	krel=$(cat "$3/include/config/kernel.release")
 	b=$(mktemp -d "${TMPDIR:-/var/tmp}/peermem-make-image.XXXXXX")
-	out=$(make -s -C "$ROOT" image KDIR="$3" BUILD="$b" 2>&1)
+	out=$(make -s -C "$ROOT" image KDIR="$3" BUILD="$b" REGISTRY=registry.example.com:5000/gpu 2>&1)
 	rc=$?
-	expect "make image KDIR=<dev kernel> exits 0" "$rc" 0
+	expect "make image KDIR=<dev kernel> REGISTRY=registry.example.com:5000/gpu exits 0" "$rc" 0
 	[ "$rc" = 0 ] || echo "$out" | tail -n 15 | sed 's/^/     /'
 	expect "make image: prints the archive, named with the version and KDIR's release" \
 		"$(tail -n 1 <<<"$out")" "$ROOT/build/image/peermem-$VERSION-$krel.tar"
 	out=$("${P[@]}" load -i "$ROOT/build/image/peermem-$VERSION-$krel.tar" 2>&1)
-	has "make image: podman loads it" "$out" "Loaded image: localhost/peermem:$VERSION-${krel//+/_}"
+	ref=registry.example.com:5000/gpu/peermem:$VERSION-${krel//+/_}
+	has "make image: the image is named for the registry (podman loads $ref)" "$out" "Loaded image: $ref"
 	expect "make image: labelled with KDIR's release" "$("${P[@]}" image inspect --format \
-		'{{index .Labels "io.peermem.kernel-release"}}' "localhost/peermem:$VERSION-${krel//+/_}" 2>&1)" "$krel"
+		'{{index .Labels "io.peermem.kernel-release"}}' "$ref" 2>&1)" "$krel"
+	"${P[@]}" rmi -f "$ref" >/dev/null 2>&1
+	out=$(make -s -C "$ROOT" image KDIR="$3" BUILD="$b" REGISTRY=Registry.example.com/gpu 2>&1)
+	rc=$?
+	expect "make image REGISTRY=<not a registry name> is refused (make exits 2)" "$rc" 2
+	has "make image REGISTRY=<not a registry name>: ... saying why" "$out" "--registry 'Registry.example.com/gpu': not a registry host[:port][/path]"
 	rm -rf "$b"
 	# make image-build-on-node: the other form (part fleet runs it on a node).
 	out=$(make -s -C "$ROOT" image-build-on-node 2>&1)

@@ -3,14 +3,22 @@
 #
 # packaging/test-manifests.sh TOOL MODULE: the Kubernetes manifests of deploy/kubernetes
 # (docs/fleet.md):
-#   - every resource the kustomization lists exists, and every manifest beside it is
-#     listed;
-#   - what `kubectl apply -k` applies for the base and for the build-on-the-node overlay
-#     (deploy/kubernetes/build-on-node; rendered by packaging/render-manifests)
-#     validates, strictly (no unknown field), against the schemas of two current
-#     Kubernetes minor releases with kubernetes-validate (PyPI; pinned in
-#     packaging/manifests-python, installed once into a virtual environment);
-#   - both kustomizations' image tags are this VERSION's;
+#   - in each kustomization (deploy/kubernetes, its common/ and daemonset/, the
+#     overlay build-on-node/), every resource and patch it lists exists, and every
+#     manifest beside it is listed;
+#   - what `kubectl apply -k` applies, as kustomize builds it (v4.5.4, the program:
+#     packaging/kustomize), for the base, the build-on-the-node overlay and an overlay
+#     of scripts/fleet-overlay for two kernel releases, validates strictly (no unknown
+#     field) against the schemas of two current Kubernetes minor releases with
+#     kubernetes-validate (PyPI; pinned in packaging/manifests-python);
+#   - the kustomizations' image tags are this VERSION's;
+#   - scheduling (tests/manifests/schedule, on nodes labelled as Node Feature
+#     Discovery labels them, stock and as the operators configure it): the base runs
+#     on GPU+HCA nodes of either labelling and nowhere else; each DaemonSet of the
+#     fleet overlay only on the nodes of its kernel release;
+#   - scripts/fleet-overlay: the images by their archives' digests, names and
+#     releases; its refusals (an unqualified name, an image without a release, two of
+#     one release), exit 2 with the reason;
 #   - the DaemonSet's container command, its probes and its preStop hook parse as the
 #     peermem tool TOOL takes them (the ConfigMap's values put in for $(VAR)), and do
 #     what they say on a node without the module: run refuses for the missing module
@@ -26,48 +34,119 @@ tool=${1:?usage: test-manifests.sh TOOL MODULE}
 module=${2:?usage: test-manifests.sh TOOL MODULE}
 D=$ROOT/deploy/kubernetes
 K8S_RELEASES=(1.36.0 1.37.0)
+VERSION=$(tr -d '[:space:]' < "$ROOT/VERSION")
 
 bin=$("$ROOT/packaging/manifests-python") ||
 	{ bad "prerequisites: the manifests' Python environment (packaging/manifests-python)"; finish; }
 py=$bin/python3
-
-# The kustomization's resources, one per line.
-resources=$("$py" -c 'import sys, yaml; print("\n".join(yaml.safe_load(open(sys.argv[1]))["resources"]))' "$D/kustomization.yaml")
-for r in $resources; do
-	check "kustomization: resource $r exists" test -f "$D/$r"
-done
-for f in "$D"/*.yaml; do
-	n=$(basename "$f")
-	[ "$n" = kustomization.yaml ] && continue
-	check "kustomization: lists $n" grep -qx "$n" <<<"$resources"
-done
-# What `kubectl apply -k` applies, for the base and the build-on-the-node overlay
-# (packaging/render-manifests), each resource validated.
+KUSTOMIZE=$("$ROOT/packaging/kustomize") ||
+	{ bad "prerequisites: kustomize (packaging/kustomize)"; finish; }
+export KUSTOMIZE
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-for k in "${K8S_RELEASES[@]}"; do
-	for dir in "$D" "$D/build-on-node"; do
-		name=${dir#"$ROOT"/}
-		if ! "$py" "$ROOT/packaging/render-manifests" "$dir" > "$work/rendered.yaml" 2>"$work/err"; then
-			bad "$name renders (render-manifests)"; sed 's/^/     /' "$work/err"; continue
-		fi
+
+# Each kustomization's resources and patches, one per line.
+for k in "$D" "$D/common" "$D/daemonset" "$D/build-on-node"; do
+	name=${k#"$ROOT"/}
+	listed=$("$py" -c 'import sys, yaml; k = yaml.safe_load(open(sys.argv[1])); print("\n".join(k.get("resources", []) + [p["path"] for p in k.get("patches", [])]))' "$k/kustomization.yaml")
+	for r in $listed; do
+		check "$name: lists $r, which exists" test -e "$k/$r"
+	done
+	for f in "$k"/*.yaml "$k"/*/; do
+		[ -e "$f" ] || continue
+		n=$(basename "$f")
+		[ "$n" = kustomization.yaml ] && continue
+		# A directory beside a kustomization is a part of it or an overlay of it.
+		[ -d "$f" ] && [ "$k" = "$D" ] && [ "$n" = build-on-node ] && continue
+		check "$name: lists $n" grep -qx "$n" <<<"$listed"
+	done
+done
+
+# An overlay of scripts/fleet-overlay for two kernel releases: Debian's (a '+', not a
+# label value) and one that is a label value, each image an OCI archive named for a
+# registry as make image REGISTRY= names it (tests/manifests/oci-archive).
+REG=registry.example:5000/gpu
+deb=7.3.4+bpo-amd64 dev=7.3.4-peermem-dev other=7.0.0-15-generic
+deb_digest=$("$ROOT"/tests/manifests/oci-archive "$work/deb.tar" "$REG/peermem:$VERSION-${deb//+/_}" "$deb")
+dev_digest=$("$ROOT"/tests/manifests/oci-archive "$work/dev.tar" "$REG/peermem:$VERSION-$dev" "$dev")
+"$ROOT"/tests/manifests/oci-archive "$work/bare.tar" "peermem:$VERSION-$other" "$other" >/dev/null
+"$ROOT"/tests/manifests/oci-archive "$work/build.tar" "$REG/peermem:$VERSION-build-debian13" - >/dev/null
+"$ROOT"/tests/manifests/oci-archive "$work/deb2.tar" "$REG/peermem:$VERSION-${deb//+/_}-2" "$deb" >/dev/null
+fo_err=$("$ROOT/scripts/fleet-overlay" "$work/fleet" "$work/deb.tar" "$work/dev.tar" 2>&1 >"$work/fleet.out")
+expect "fleet-overlay: two kernel releases: exits 0" "$?" 0
+has "fleet-overlay: ... says that Debian's release is selected by major, minor, revision but not the other 7.3.4" \
+	"$fo_err" "$deb: not a label value, so no node carries it as feature.node.kubernetes.io/kernel-version.full; its DaemonSet selects kernel 7.3.4 (major, minor, revision) but not $dev"
+for bad_case in "bare.tar:without a registry: make it with make image REGISTRY=" \
+	"build.tar:no io.peermem.kernel-release label: not a precompiled image" \
+	"deb.tar deb2.tar:two archives for kernel release $deb"; do
+	files=() && for f in ${bad_case%%:*}; do files+=("$work/$f"); done
+	msg=$("$ROOT/scripts/fleet-overlay" "$work/refused" "${files[@]}" 2>&1)
+	rc=$?
+	expect "fleet-overlay refuses ${bad_case%%:*}: exit 2" "$rc" 2
+	has "fleet-overlay refuses ${bad_case%%:*}: ... saying why" "$msg" "${bad_case#*:}"
+done
+
+# What `kubectl apply -k` applies, built by kustomize, each resource validated.
+for dir in "$D" "$D/build-on-node" "$work/fleet"; do
+	case $dir in "$work"/*) name="scripts/fleet-overlay's overlay" ;; *) name=${dir#"$ROOT"/} ;; esac
+	if ! "$py" "$ROOT/packaging/render-manifests" "$dir" > "$work/rendered.yaml" 2>"$work/err"; then
+		bad "kustomize build $name"; sed 's/^/     /' "$work/err"; continue
+	fi
+	cp "$work/rendered.yaml" "$work/rendered-$(basename "$dir").yaml"
+	for k in "${K8S_RELEASES[@]}"; do
 		out=$("$bin/kubernetes-validate" --strict --no-warn -k "$k" "$work/rendered.yaml" 2>&1)
 		rc=$?
 		if [ "$rc" = 0 ] && ! grep -q ERROR <<<"$out"; then ok "Kubernetes ${k%.*}: kubectl apply -k $name: every resource valid (strict)"
 		else bad "Kubernetes ${k%.*}: kubectl apply -k $name: every resource valid (strict)"; sed 's/^/     /' <<<"$out" | head -n 10; fi
 	done
 done
+fleet=$work/rendered-fleet.yaml
+images=$(grep -E '^ +image: ' "$fleet" | awk '{print $2}' | sort | tr '\n' ' ')
+expect "fleet overlay: each DaemonSet pulls its image by the archive's digest" "$images" \
+	"$(printf '%s\n' "$REG/peermem@$deb_digest" "$REG/peermem@$dev_digest" | sort | tr '\n' ' ')"
+expect "fleet overlay: one Namespace, ConfigMap and Service, two DaemonSets" \
+	"$(grep -E '^kind: ' "$fleet" | sort | uniq -c | awk '{print $3 $1}' | tr '\n' ' ')" "ConfigMap1 DaemonSet2 Namespace1 Service1 "
+
+# Where the pods go: nodes labelled by NFD as the operators configure it (PCI labels by
+# vendor) and as it labels them unconfigured (<class>_<vendor> for display
+# controllers, custom-rdma.capable for a vendor-15b3 function); the kernel-version
+# labels as NFD writes them (no .full where the release is not a label value).
+F=feature.node.kubernetes.io
+kv() { # RELEASE: NFD's kernel-version labels of a node running RELEASE, as JSON members
+	local r=$1 m n v
+	IFS=. read -r m n v <<<"${r%%[!0-9.]*}"
+	printf '"%s/kernel-version.major": "%s", "%s/kernel-version.minor": "%s", "%s/kernel-version.revision": "%s"' "$F" "$m" "$F" "$n" "$F" "$v"
+	[[ $r =~ ^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$ ]] && printf ', "%s/kernel-version.full": "%s"' "$F" "$r"
+	return 0
+}
+cat > "$work/nodes.json" <<EOF
+{
+  "operators-debian": {"$F/pci-10de.present": "true", "$F/pci-15b3.present": "true", $(kv "$deb")},
+  "stock-debian": {"$F/pci-0302_10de.present": "true", "$F/custom-rdma.capable": "true", $(kv "$deb")},
+  "stock-vga-dev": {"$F/pci-0300_10de.present": "true", "$F/custom-rdma.capable": "true", $(kv "$dev")},
+  "operators-other": {"$F/pci-10de.present": "true", "$F/pci-15b3.present": "true", $(kv "$other")},
+  "stock-gpu-only": {"$F/pci-0302_10de.present": "true", $(kv "$deb")},
+  "operators-hca-only": {"$F/pci-15b3.present": "true", $(kv "$deb")},
+  "unlabelled": {$(kv "$deb")}
+}
+EOF
+sched=$("$py" "$ROOT"/tests/manifests/schedule "$work/rendered-kubernetes.yaml" "$work/nodes.json")
+expect "scheduling: the base runs on GPU+HCA nodes labelled either way, nowhere else" "$(tr '\n' ' ' <<<"$sched")" \
+	"operators-debian: peermem stock-debian: peermem stock-vga-dev: peermem operators-other: peermem stock-gpu-only: - operators-hca-only: - unlabelled: - "
+sched=$("$py" "$ROOT"/tests/manifests/schedule "$fleet" "$work/nodes.json")
+expect "scheduling: the fleet overlay's DaemonSets each run only on the nodes of their kernel" "$(tr '\n' ' ' <<<"$sched")" \
+	"operators-debian: peermem-7-3-4-bpo-amd64 stock-debian: peermem-7-3-4-bpo-amd64 stock-vga-dev: peermem-7-3-4-peermem-dev operators-other: - stock-gpu-only: - operators-hca-only: - unlabelled: - "
+
 # The images the kustomizations name are this version's.
-VERSION=$(tr -d '[:space:]' < "$ROOT/VERSION")
 expect "images: the base's tag is the version" \
-	"$("$py" -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["images"][0]["newTag"])' "$D/kustomization.yaml")" "$VERSION"
+	"$("$py" -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["images"][0]["newTag"])' "$D/daemonset/kustomization.yaml")" "$VERSION"
 expect "images: build-on-node's tag is the version's build image" \
 	"$("$py" -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["images"][0]["newTag"])' "$D/build-on-node/kustomization.yaml")" "$VERSION-build-debian13"
 
 # The commands of the DaemonSet's container, $(VAR) replaced by the ConfigMap's values
 # as the kubelet replaces them: one command per line (kind, then argv), its words
 # separated by the ASCII unit separator.
-commands=$("$py" - "$D/daemonset.yaml" "$D/configmap.yaml" <<'PY'
+commands=$("$py" - "$D/daemonset/daemonset.yaml" "$D/common/configmap.yaml" <<'PY'
 import re, sys, yaml
 ds, cm = (yaml.safe_load(open(p)) for p in sys.argv[1:3])
 c = ds["spec"]["template"]["spec"]["containers"][0]
@@ -101,7 +180,7 @@ while IFS= read -r line; do
 	esac
 done <<<"$commands"
 
-keys=$("$py" -c 'import sys, yaml; print(" ".join(sorted(yaml.safe_load(open(sys.argv[1]))["data"])))' "$D/configmap.yaml")
+keys=$("$py" -c 'import sys, yaml; print(" ".join(sorted(yaml.safe_load(open(sys.argv[1]))["data"])))' "$D/common/configmap.yaml")
 parms=$(modinfo -F parm "$module" | cut -d: -f1 | sort | tr '\n' ' ')
 expect "ConfigMap: its keys are the module's parameters" "$keys " "$parms"
 finish
