@@ -46,7 +46,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # Each kustomization's resources and patches, one per line.
-for k in "$D" "$D/common" "$D/daemonset" "$D/build-on-node"; do
+for k in "$D" "$D/common" "$D/daemonset" "$D/build-on-node" "$D/podmonitor"; do
 	name=${k#"$ROOT"/}
 	listed=$("$py" -c 'import sys, yaml; k = yaml.safe_load(open(sys.argv[1])); print("\n".join(k.get("resources", []) + [p["path"] for p in k.get("patches", [])]))' "$k/kustomization.yaml")
 	for r in $listed; do
@@ -57,7 +57,7 @@ for k in "$D" "$D/common" "$D/daemonset" "$D/build-on-node"; do
 		n=$(basename "$f")
 		[ "$n" = kustomization.yaml ] && continue
 		# A directory beside a kustomization is a part of it or an overlay of it.
-		[ -d "$f" ] && [ "$k" = "$D" ] && [ "$n" = build-on-node ] && continue
+		[ -d "$f" ] && [ "$k" = "$D" ] && case $n in build-on-node | podmonitor) true ;; *) false ;; esac && continue
 		check "$name: lists $n" grep -qx "$n" <<<"$listed"
 	done
 done
@@ -72,8 +72,8 @@ dev_digest=$("$ROOT"/tests/manifests/oci-archive "$work/dev.tar" "$REG/peermem:$
 "$ROOT"/tests/manifests/oci-archive "$work/bare.tar" "peermem:$VERSION-$other" "$other" >/dev/null
 "$ROOT"/tests/manifests/oci-archive "$work/build.tar" "$REG/peermem:$VERSION-build-debian13" - >/dev/null
 "$ROOT"/tests/manifests/oci-archive "$work/deb2.tar" "$REG/peermem:$VERSION-${deb//+/_}-2" "$deb" >/dev/null
-fo_err=$("$ROOT/scripts/fleet-overlay" "$work/fleet" "$work/deb.tar" "$work/dev.tar" 2>&1 >"$work/fleet.out")
-expect "fleet-overlay: two kernel releases: exits 0" "$?" 0
+fo_err=$("$ROOT/scripts/fleet-overlay" --podmonitor "$work/fleet" "$work/deb.tar" "$work/dev.tar" 2>&1 >"$work/fleet.out")
+expect "fleet-overlay --podmonitor: two kernel releases: exits 0" "$?" 0
 has "fleet-overlay: ... says that Debian's release is selected by major, minor, revision but not the other 7.3.4" \
 	"$fo_err" "$deb: not a label value, so no node carries it as feature.node.kubernetes.io/kernel-version.full; its DaemonSet selects kernel 7.3.4 (major, minor, revision) but not $dev"
 for bad_case in "bare.tar:without a registry: make it with make image REGISTRY=" \
@@ -86,26 +86,47 @@ for bad_case in "bare.tar:without a registry: make it with make image REGISTRY="
 	has "fleet-overlay refuses ${bad_case%%:*}: ... saying why" "$msg" "${bad_case#*:}"
 done
 
-# What `kubectl apply -k` applies, built by kustomize, each resource validated.
+# What `kubectl apply -k` applies, built by kustomize, each resource validated: the
+# built-in kinds by kubernetes-validate, the PodMonitor by the operator's schema
+# (tests/manifests/crd/validate.mjs, packaging/manifests-node).
+crd=$("$ROOT/packaging/manifests-node") ||
+	{ bad "prerequisites: the PodMonitor's validator (packaging/manifests-node)"; finish; }
+# split RENDERED: RENDERED.builtin (YAML, the built-in kinds), RENDERED.json (all, JSON).
+split() {
+	"$py" - "$1" <<'PY'
+import json, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+yaml.safe_dump_all([d for d in docs if d["apiVersion"] != "monitoring.coreos.com/v1"], open(sys.argv[1] + ".builtin", "w"))
+json.dump(docs, open(sys.argv[1] + ".json", "w"))
+PY
+}
 for dir in "$D" "$D/build-on-node" "$work/fleet"; do
 	case $dir in "$work"/*) name="scripts/fleet-overlay's overlay" ;; *) name=${dir#"$ROOT"/} ;; esac
 	if ! "$py" "$ROOT/packaging/render-manifests" "$dir" > "$work/rendered.yaml" 2>"$work/err"; then
 		bad "kustomize build $name"; sed 's/^/     /' "$work/err"; continue
 	fi
 	cp "$work/rendered.yaml" "$work/rendered-$(basename "$dir").yaml"
+	split "$work/rendered.yaml"
 	for k in "${K8S_RELEASES[@]}"; do
-		out=$("$bin/kubernetes-validate" --strict --no-warn -k "$k" "$work/rendered.yaml" 2>&1)
+		out=$("$bin/kubernetes-validate" --strict --no-warn -k "$k" "$work/rendered.yaml.builtin" 2>&1)
 		rc=$?
 		if [ "$rc" = 0 ] && ! grep -q ERROR <<<"$out"; then ok "Kubernetes ${k%.*}: kubectl apply -k $name: every resource valid (strict)"
 		else bad "Kubernetes ${k%.*}: kubectl apply -k $name: every resource valid (strict)"; sed 's/^/     /' <<<"$out" | head -n 10; fi
 	done
 done
+out=$(node "$crd/validate.mjs" "$work/rendered.yaml.json" 2>&1)
+expect "PodMonitor (--podmonitor, deploy/kubernetes/podmonitor): valid for the Prometheus Operator's schema (strict)" "$out" "valid peermem"
+# The validator refuses what the API server would: a misspelt field, a wrong format.
+sed -i 's/"port": "metrics"/"portt": "metrics"/; s/"interval": "30s"/"interval": "30 s"/' "$work/rendered.yaml.json"
+out=$(node "$crd/validate.mjs" "$work/rendered.yaml.json" 2>&1)
+has "PodMonitor: the validator refuses a misspelt field" "$out" "podMetricsEndpoints[0].portt: unknown field"
+has "PodMonitor: ... and a malformed interval" "$out" "interval must match pattern"
 fleet=$work/rendered-fleet.yaml
 images=$(grep -E '^ +image: ' "$fleet" | awk '{print $2}' | sort | tr '\n' ' ')
 expect "fleet overlay: each DaemonSet pulls its image by the archive's digest" "$images" \
 	"$(printf '%s\n' "$REG/peermem@$deb_digest" "$REG/peermem@$dev_digest" | sort | tr '\n' ' ')"
-expect "fleet overlay: one Namespace, ConfigMap and Service, two DaemonSets" \
-	"$(grep -E '^kind: ' "$fleet" | sort | uniq -c | awk '{print $3 $1}' | tr '\n' ' ')" "ConfigMap1 DaemonSet2 Namespace1 Service1 "
+expect "fleet overlay: one Namespace, ConfigMap, Service and PodMonitor, two DaemonSets" \
+	"$(grep -E '^kind: ' "$fleet" | sort | uniq -c | awk '{print $3 $1}' | tr '\n' ' ')" "ConfigMap1 DaemonSet2 Namespace1 PodMonitor1 Service1 "
 
 # Where the pods go: nodes labelled by NFD as the operators configure it (PCI labels by
 # vendor) and as it labels them unconfigured (<class>_<vendor> for display
