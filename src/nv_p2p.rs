@@ -38,15 +38,17 @@
 //! See docs/pin-state-machine.md for the states and the lock order.
 //!
 //! Files, each importing only those before it: `error` (why a pin or a DMA mapping
-//! failed, and the check of the header page tables and DMA mappings share), `state` (a
-//! callback pin's state machine under its lock: every transition, the DMA mappings it
-//! records, the driver's reference on it), `driver` (the driver handle: nvidia.ko's
-//! functions, resolved at load, and the put of a table by its kind), `pin` (a callback
-//! pin's record and the handler traits, the guard of a driver call in flight, making a
-//! pin, its handle, the last owner's put, the free callback, the page-table versions
-//! read and the check of a table), `persistent` (the persistent pin: made, and put when
-//! dropped), `mapping` (the map call, DMA mappings of both kinds of pin, the mapping
-//! versions read and the check of a mapping). Tests: the KUnit suite
+//! failed, and the checks of the driver's answers: the versions of page tables and DMA
+//! mappings read, `page_table_version_ok` and `dma_mapping_version_ok`, the check of a
+//! table and of a mapping, `check_page_table` and `dma_addresses`, all defined in
+//! `nv_p2p/error.rs`, and the header both share), `state` (a callback pin's state
+//! machine under its lock: every transition, the DMA mappings it records, the driver's
+//! reference on it), `driver` (the driver handle: nvidia.ko's functions, resolved at
+//! load, and the put of a table by its kind), `pin` (a callback pin's record and the
+//! handler traits, the guard of a driver call in flight, making a pin, its handle, the
+//! last owner's put, the free callback), `persistent` (the persistent pin: made, and
+//! put when dropped), `mapping` (the map call, DMA mappings of both kinds of pin).
+//! Tests: the KUnit suite
 //! `peermem_nv_p2p` (`nv_p2p/tests.rs`); the client suites in `tests/client` exercise
 //! it against the fake nvidia.ko.
 

@@ -505,7 +505,7 @@ impl Mappings {
 
 // The phase carries its data in 16 bytes, and the state (no lock inside: the same in
 // every kernel configuration) stays within the 48 bytes a pin's 128-byte record leaves
-// it (the assertion on the records in src/client/user.rs).
+// it (the assertion on the records, on `PinShared<PinUsers>` in `client/callback.rs`).
 const _: () = assert!(
     size_of::<PinState<u8>>() <= 48 && size_of::<Phase>() <= 16,
     "a pin's state must fit 48 bytes"
