@@ -64,13 +64,13 @@ pub(super) type PutPagesPersistentFn =
     unsafe extern "C" fn(u64, *mut bindings::nvidia_p2p_page_table, u32) -> c_int;
 
 /// How a pin was made, and so how it is put.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum PinKind {
+#[derive(Clone, Copy)]
+pub(super) enum PinKind {
     /// `get_pages` with a free callback; unpinned with `put_pages`.
     Callback,
-    /// The persistent pair; unpinned with the pair's `put` (made only where the driver
-    /// has the pair: `NvP2p::pin_persistent`).
-    Persistent,
+    /// The persistent pair; unpinned with the pair's `put`, which the kind carries
+    /// (`NvP2p::persistent_kind` makes it only from a driver that has the pair).
+    Persistent(PutPagesPersistentFn),
     /// `get_pages` with a NULL callback (drivers before 535.14); unpinned with
     /// `put_pages`.
     LegacyPersistent,
@@ -152,10 +152,9 @@ impl NvP2p {
     /// How this driver makes a persistent pin: with the pair where it has it, else
     /// with `get_pages` and no callback.
     pub(super) fn persistent_kind(&self) -> PinKind {
-        if self.persistent.is_some() {
-            PinKind::Persistent
-        } else {
-            PinKind::LegacyPersistent
+        match self.persistent {
+            Some(api) => PinKind::Persistent(api.put),
+            None => PinKind::LegacyPersistent,
         }
     }
 
@@ -172,15 +171,10 @@ impl NvP2p {
         table: *mut bindings::nvidia_p2p_page_table,
     ) {
         let ret = match kind {
-            // A persistent pin is only made with the pair (`pin_persistent`), which the
-            // driver table keeps: never `None` here.
-            PinKind::Persistent => match self.persistent {
-                // SAFETY: `table` is a live persistent pin of `range` (the caller's
-                // guarantee), made by this driver's pair, whose `put` this is; flags
-                // must be 0.
-                Some(api) => unsafe { (api.put)(range.start(), table, 0) },
-                None => EINVAL.to_errno(),
-            },
+            // SAFETY: `table` is a live persistent pin of `range` made by this driver's
+            // pair (the caller's guarantee), and `put` is the pair's, from this
+            // driver's table (`persistent_kind`); flags must be 0.
+            PinKind::Persistent(put) => unsafe { put(range.start(), table, 0) },
             PinKind::Callback | PinKind::LegacyPersistent => {
                 // SAFETY: `table` is a live pin of `range` made by get_pages (the
                 // caller's guarantee); tokens are 0 as at get_pages.
