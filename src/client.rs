@@ -186,7 +186,8 @@ pub(crate) struct Maps {
 }
 
 impl Maps {
-    /// None.
+    /// The record of a registration the core has not mapped yet: no DMA mapping, no
+    /// SG list.
     pub(super) fn new() -> Self {
         Maps {
             mapping: None,
@@ -281,7 +282,7 @@ pub(crate) struct Pins {
 }
 
 impl Pins {
-    /// No pins.
+    /// The empty registry and list of a module just loaded, numbering pins from 1.
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(Pins {
             registry <- Registry::new(),

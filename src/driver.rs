@@ -45,7 +45,8 @@ enum Clients {
     },
 }
 
-/// The loaded module.
+/// The loaded module: its registrations with the peer-memory core (by mode), its
+/// debugfs files and the pins both serve; dropped at unload, clients first.
 pub(crate) struct PeerMem {
     // Dropped first: unregistering waits for every region to be released.
     _clients: Clients,

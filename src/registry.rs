@@ -100,13 +100,15 @@ const _: () = assert!(
 /// What the registry needs to know of a pin. The registry keeps the handle itself in
 /// its tree node (no further allocation), and hands out clones of it.
 pub(crate) trait Entry: Clone + Send + Sync + Unpin {
-    /// The pinned range.
+    /// The GPU virtual range the pin holds, 64 KiB aligned: the key's start and length.
     fn range(&self) -> GpuRange;
     /// Whether a new registration may still use it (not freed or dying).
     fn usable(&self) -> bool;
 }
 
-/// The registry.
+/// The live callback pins, one tree under one mutex, ordered by address space, then
+/// start, then number ([`PinKey`]): a registration finds a pin of its own process
+/// that covers its range by walking only that space's pins from its start down.
 #[pin_data]
 pub(crate) struct Registry<V: Entry> {
     #[pin]
@@ -114,7 +116,7 @@ pub(crate) struct Registry<V: Entry> {
 }
 
 impl<V: Entry> Registry<V> {
-    /// An empty registry.
+    /// A registry with no pin, its mutex named `peermem_registry` for lockdep.
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(Self {
             tree <- new_mutex!(RBTree::new(), "peermem_registry"),

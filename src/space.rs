@@ -60,7 +60,8 @@ pub(crate) struct CurrentSpace<'a> {
 }
 
 impl CurrentSpace<'_> {
-    /// Its identity.
+    /// The identity of the space (its mm and the process's tgid, read once), which a
+    /// pin's key and owner carry; the mm is not referenced by it.
     pub(crate) fn id(&self) -> SpaceId {
         SpaceId::of(Some(self.mm), self.tgid)
     }

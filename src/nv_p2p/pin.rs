@@ -420,7 +420,8 @@ impl<T: PinRecord> GpuPin<T> {
         GpuPin { shared }
     }
 
-    /// The pinned range.
+    /// The GPU virtual range pinned, as asked for (64 KiB aligned), whatever the
+    /// driver's table holds now.
     pub(crate) fn range(&self) -> GpuRange {
         self.shared.range
     }

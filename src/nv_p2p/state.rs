@@ -95,7 +95,7 @@ impl PutToken {
 pub(super) struct Raw<T>(pub(super) *mut T);
 
 impl<T> Raw<T> {
-    /// None.
+    /// The null pointer: no table or mapping (the empty slot of [`Mappings`]).
     pub(super) const fn null() -> Self {
         Raw(core::ptr::null_mut())
     }
@@ -390,7 +390,8 @@ impl<R> PinState<R> {
         self.in_flight
     }
 
-    /// The recorded mappings.
+    /// The DMA mappings made of this pin and not yet unmapped, for the caller to record
+    /// or take one, under the pin's lock.
     pub(super) fn mappings(&mut self) -> &mut Mappings {
         &mut self.mappings
     }
@@ -418,7 +419,8 @@ pub(super) struct Mappings {
 }
 
 impl Mappings {
-    /// None.
+    /// No mapping recorded, and nothing allocated: a pin's first mapping takes the
+    /// in-place slot.
     pub(super) fn new() -> Self {
         // INVARIANT: both empty.
         Mappings {

@@ -181,7 +181,9 @@ impl<T: PeerClient, const S: usize> Registration<T, S> {
         })
     }
 
-    /// Starts claiming memory.
+    /// Starts claiming memory: until this is called, the `acquire` callback answers the
+    /// core "not mine" for every range, so no registration arrives before the module
+    /// is fully set up.
     pub(crate) fn enable(&self) {
         self.shared.ready.store(true, Release);
     }

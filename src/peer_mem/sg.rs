@@ -134,7 +134,8 @@ impl SgList {
         Ok(list)
     }
 
-    /// Number of entries.
+    /// The number of entries, counted to the list's end mark (`sg_nents`): one per
+    /// contiguous DMA range it was built from.
     pub(crate) fn len(&self) -> u32 {
         // SAFETY: `sgl` is a live list of this module's (type invariant).
         unsafe { bindings::peermem_sg_count(self.sgl.as_ptr()) }
