@@ -2,7 +2,7 @@
 
 //! Safe wrapper of the RDMA peer-memory core (docs/abi.md, section 2).
 //!
-//! A [`PeerClient`] is registered with [`Registration::register`]; the registration
+//! A [`PeerClient`] is registered with [`CoreRegistration::register`]; the registration
 //! unregisters when dropped (which blocks until every region using the client has been
 //! released). The core's C callbacks are turned into calls on the client with a typed
 //! context: the box made from what `acquire` returned, handed back by value to
@@ -41,7 +41,7 @@ mod callbacks;
 mod registration;
 mod sg;
 
-pub(crate) use registration::Registration;
+pub(crate) use registration::CoreRegistration;
 pub(crate) use sg::{
     InstalledSg,
     SgError,

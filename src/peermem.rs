@@ -11,8 +11,8 @@ mod client;
 mod compat;
 mod debugfs;
 mod device;
-mod driver;
 mod glue;
+mod module;
 mod nv_p2p;
 mod peer_mem;
 mod range;
@@ -26,7 +26,7 @@ mod stats;
 macro_rules! peermem_module {
     ($name:tt) => {
         kernel::prelude::module! {
-            type: driver::PeerMem,
+            type: module::PeerMem,
             name: $name,
             authors: ["peermem developers"],
             description: "GPUDirect RDMA peer-memory client for NVIDIA GPUs",

@@ -61,7 +61,7 @@ unsafe fn region<'a, T: PeerClient, const S: usize>(
 ) -> Option<(&'a T, Borrowed<'a, T>)> {
     let shared = SLOT[S].load(Acquire).cast::<RegShared<T>>();
     // SAFETY: a non-null slot points to the live registration of the client in slot
-    // `S` (of type `T`: only `Registration<T, S>` fills the slot, and only its own
+    // `S` (of type `T`: only `CoreRegistration<T, S>` fills the slot, and only its own
     // callbacks read it); the core's unregistration, after which it is freed, waits
     // for every region, and the caller's region is not released.
     let shared = unsafe { shared.as_ref() }?;

@@ -74,7 +74,7 @@ impl<const S: usize> Drop for Slot<S> {
 ///
 /// `handle` is the core's handle for `shared`, whose address `slot` holds; `shared`
 /// is not moved or freed before the client is unregistered.
-pub(crate) struct Registration<T: PeerClient, const S: usize> {
+pub(crate) struct CoreRegistration<T: PeerClient, const S: usize> {
     core: PeerCore,
     handle: NonNull<c_void>,
     /// Declared before `shared`: cleared (after the unregistration) before the box goes.
@@ -83,9 +83,9 @@ pub(crate) struct Registration<T: PeerClient, const S: usize> {
 }
 
 // SAFETY: the registration is an owned handle; the core may be called from any thread.
-unsafe impl<T: PeerClient, const S: usize> Send for Registration<T, S> {}
-// SAFETY: `&Registration` only reads immutable fields.
-unsafe impl<T: PeerClient, const S: usize> Sync for Registration<T, S> {}
+unsafe impl<T: PeerClient, const S: usize> Send for CoreRegistration<T, S> {}
+// SAFETY: `&CoreRegistration` only reads immutable fields.
+unsafe impl<T: PeerClient, const S: usize> Sync for CoreRegistration<T, S> {}
 
 fn copy_name(dst: &mut [c_char], src: &CStr) -> Result {
     let bytes = src.to_bytes();
@@ -98,9 +98,9 @@ fn copy_name(dst: &mut [c_char], src: &CStr) -> Result {
     Ok(())
 }
 
-impl<T: PeerClient, const S: usize> Registration<T, S> {
+impl<T: PeerClient, const S: usize> CoreRegistration<T, S> {
     /// Registers `client` under `name` and `version` as a client of `kind`. It claims
-    /// nothing until [`Registration::enable`].
+    /// nothing until [`CoreRegistration::enable`].
     pub(crate) fn register(
         core: PeerCore,
         name: &CStr,
@@ -189,7 +189,7 @@ impl<T: PeerClient, const S: usize> Registration<T, S> {
     }
 }
 
-impl<T: PeerClient, const S: usize> Drop for Registration<T, S> {
+impl<T: PeerClient, const S: usize> Drop for CoreRegistration<T, S> {
     fn drop(&mut self) {
         self.shared.ready.store(false, Release);
         // SAFETY: `handle` is the core's handle for this client (type invariant). This

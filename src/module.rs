@@ -24,8 +24,8 @@ use crate::{
     nv_p2p::NvP2p,
     peer_mem::{
         ClientKind,
-        PeerCore,
-        Registration, //
+        CoreRegistration,
+        PeerCore, //
     },
     stats::Stats, //
 };
@@ -37,11 +37,11 @@ use crate::{
 ///   persistent pins for buffers that cannot be invalidated.
 enum Clients {
     Persistent {
-        _nv_mem: Registration<Client<Persistent>, 0>,
+        _nv_mem: CoreRegistration<Client<Persistent>, 0>,
     },
     Callback {
-        _nv_mem: Registration<Client<Callback>, 0>,
-        _nv_mem_nc: Registration<Client<Persistent>, 1>,
+        _nv_mem: CoreRegistration<Client<Callback>, 0>,
+        _nv_mem_nc: CoreRegistration<Client<Persistent>, 1>,
     },
 }
 
@@ -71,8 +71,8 @@ fn register<M: Mode, const S: usize>(
     name: &CStr,
     kind: ClientKind,
     client: &Arc<Client<M>>,
-) -> Result<Registration<Client<M>, S>> {
-    let reg = Registration::<Client<M>, S>::register(
+) -> Result<CoreRegistration<Client<M>, S>> {
+    let reg = CoreRegistration::<Client<M>, S>::register(
         core,
         name,
         glue::version(),
