@@ -48,8 +48,8 @@ use crate::{
     compat,
     device::PciFunction,
     nv_p2p::{
+        CallbackPin,
         DmaMapping,
-        GpuPin,
         NvP2p,
         PinContext,
         PinError, //
@@ -103,10 +103,6 @@ const _: () = assert!(
     size_of::<user::User>() <= 88 && size_of::<PersistentUser>() <= 88,
     "a registration's record must fit a 96-byte allocation"
 );
-
-/// A callback pin: one owner handle of the driver pin, as the registry and the
-/// registrations it covers hold it.
-pub(crate) type CallbackPin = GpuPin<PinUsers>;
 
 /// How a client pins, fixed in its type: what its registrations hold, how a
 /// registration gets its pin, and where registrations are listed.
@@ -270,7 +266,7 @@ pub(crate) enum Claim<M: Mode> {
 #[pin_data]
 pub(crate) struct Pins {
     #[pin]
-    registry: Registry<CallbackPin>,
+    registry: Registry<CallbackPin<PinUsers>>,
     /// The persistent registrations, each with its pin. A mutex, as the registry's: the
     /// `pins` file is written under it, however long the list.
     #[pin]
@@ -298,13 +294,13 @@ impl Pins {
 
     /// Links callback pin `pin` in the registry under a new number (so no two linked
     /// pins share a key); its key.
-    fn link(&self, pin: &CallbackPin) -> Result<PinKey> {
+    fn link(&self, pin: &CallbackPin<PinUsers>) -> Result<PinKey> {
         self.registry
             .insert(pin.space(), self.next_id(), pin.clone())
     }
 
     /// Unlinks the callback pin with `key`, if still linked.
-    fn unlink(&self, key: &PinKey) -> Option<CallbackPin> {
+    fn unlink(&self, key: &PinKey) -> Option<CallbackPin<PinUsers>> {
         self.registry.remove(key)
     }
 
@@ -332,7 +328,12 @@ impl Pins {
 }
 
 /// Writes the line of callback pin `pin`, numbered `id`, in the debugfs `pins` file.
-fn describe(id: u64, pin: &CallbackPin, salt: u64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+fn describe(
+    id: u64,
+    pin: &CallbackPin<PinUsers>,
+    salt: u64,
+    f: &mut fmt::Formatter<'_>,
+) -> fmt::Result {
     let r = pin.range();
     let space = pin.identity().space;
     writeln!(

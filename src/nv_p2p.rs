@@ -4,7 +4,7 @@
 //!
 //! Everything above this module sees GPU pins as owned handles:
 //!
-//! - [`GpuPin`]: a callback pin of a 64 KiB-aligned range, owned by every clone of the
+//! - [`CallbackPin`]: a callback pin of a 64 KiB-aligned range, owned by every clone of the
 //!   handle: it runs a [`FreeHandler`] when the owning process frees the memory, and
 //!   its owners keep their data in the pin's record ([`PinRecord`]). Dropping the last
 //!   clone unpins (unless a free callback already tore it down).
@@ -70,8 +70,8 @@ pub(crate) use persistent::PersistentPin;
 #[cfg(not(any(CONFIG_DEBUG_LOCK_ALLOC, CONFIG_DEBUG_MUTEXES, CONFIG_DEBUG_SPINLOCK)))]
 pub(crate) use pin::PinShared;
 pub(crate) use pin::{
+    CallbackPin,
     FreeHandler,
-    GpuPin,
     PinContext,
     PinIdentity,
     PinRecord, //

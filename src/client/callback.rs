@@ -25,15 +25,14 @@ use kernel::{
 
 use super::{
     user::User,
-    CallbackPin,
     Claim,
     ClientShared,
     Mode, //
 };
 use crate::{
     nv_p2p::{
+        CallbackPin,
         FreeHandler,
-        GpuPin,
         NvP2p,
         PinError,
         PinIdentity,
@@ -98,7 +97,7 @@ impl Mode for Callback {
 }
 
 /// Makes a new pin findable by the registrations it covers (once, after it is made).
-fn link(c: &ClientShared, pin: &CallbackPin) -> Result<(), PinError> {
+fn link(c: &ClientShared, pin: &CallbackPin<PinUsers>) -> Result<(), PinError> {
     let key = c.pins.link(pin).map_err(|_| PinError::NoMemory)?;
     // The window between taking the table and recording the link: a free callback
     // running here finds no id and leaves the unlink to `linked` below. Test builds
@@ -115,7 +114,7 @@ fn link(c: &ClientShared, pin: &CallbackPin) -> Result<(), PinError> {
 /// A registration of `span` on `pin`, listed among its users: [`Claim::PinFailed`] if
 /// the pin's memory is being freed (the registration is dropped, and the pin unlinked
 /// when nobody else uses it).
-fn attach(c: &ClientShared, span: Span, pin: CallbackPin) -> Result<Claim<Callback>> {
+fn attach(c: &ClientShared, span: Span, pin: CallbackPin<PinUsers>) -> Result<Claim<Callback>> {
     let user = match User::new(span, Ok(pin.clone())) {
         Ok(user) => user,
         Err(e) => {
@@ -134,7 +133,7 @@ fn attach(c: &ClientShared, span: Span, pin: CallbackPin) -> Result<Claim<Callba
 }
 
 /// Takes `user`, if any, out of `pin`'s users, and unlinks the pin when no user is left.
-fn let_go(c: &ClientShared, pin: &CallbackPin, user: Option<&User>) {
+fn let_go(c: &ClientShared, pin: &CallbackPin<PinUsers>, user: Option<&User>) {
     let unused = match user {
         Some(user) => pin.handler().detach(user),
         None => pin.handler().unused(),
@@ -147,9 +146,9 @@ fn let_go(c: &ClientShared, pin: &CallbackPin, user: Option<&User>) {
 }
 
 /// What the registry and the users of a callback pin ask of it.
-impl GpuPin<PinUsers> {
+impl CallbackPin<PinUsers> {
     /// Records the key the registry linked the pin under (once): `link` (in this file)
-    /// links it under its space and start, which [`GpuPin::key`] rebuilds the key from.
+    /// links it under its space and start, which [`CallbackPin::key`] rebuilds the key from.
     /// `false` if the free callback came first: it could not unlink the pin, so the
     /// caller does.
     pub(super) fn linked(&self, key: &PinKey) -> bool {
@@ -169,9 +168,9 @@ impl GpuPin<PinUsers> {
     }
 }
 
-impl Entry for GpuPin<PinUsers> {
+impl Entry for CallbackPin<PinUsers> {
     fn range(&self) -> GpuRange {
-        GpuPin::range(self)
+        CallbackPin::range(self)
     }
 
     fn usable(&self) -> bool {
@@ -286,7 +285,7 @@ impl FreeHandler for PinUsers {
             let mut users = self.users.lock();
             // INVARIANT: set once and for all, under the lock, as the list is taken.
             // A pin not linked yet is unlinked by its linker, which finds `UNLINKED`
-            // (`GpuPin::linked`).
+            // (`CallbackPin::linked`).
             let id = self.id.xchg(UNLINKED, Full);
             (id, core::mem::take(&mut *users))
         };

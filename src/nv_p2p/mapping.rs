@@ -18,8 +18,8 @@ use super::{
     },
     persistent::PersistentPin,
     pin::{
+        CallbackPin,
         DriverCall,
-        GpuPin,
         PinContext,
         PinRecord, //
     },
@@ -31,12 +31,12 @@ use crate::{
     glue::driver_result, //
 };
 
-impl<T: PinRecord> GpuPin<T> {
+impl<T: PinRecord> CallbackPin<T> {
     /// Maps the pinned range for DMA by `peer`, and hands the DMA address of each
     /// 64 KiB page, in order and read in place, to `build`, whose result comes back
     /// with the mapping. Fails with [`PinError::Freed`] once the memory was freed, and
     /// with `build`'s error (the mapping undone); the driver's errors come as `E`. The
-    /// pin records the mapping: it is undone by [`GpuPin::unmap`], else by the pin's
+    /// pin records the mapping: it is undone by [`CallbackPin::unmap`], else by the pin's
     /// last owner before the put, or freed by the free callback.
     ///
     /// `build` runs while the driver call is counted in flight: a free callback waits
@@ -178,7 +178,7 @@ impl<C: PinContext> PersistentPin<C> {
 }
 
 /// A DMA mapping of a pin for one PCI peer, unmapped through the pin that made it
-/// ([`GpuPin::unmap`], [`PersistentPin::unmap`]). One pointer: the registration that
+/// ([`CallbackPin::unmap`], [`PersistentPin::unmap`]). One pointer: the registration that
 /// made it keeps it beside its pin. Not a guard (it has no pin to unmap through): one
 /// dropped without its unmap stays recorded by a callback pin, whose last owner unmaps
 /// it before the put unless the free callback frees it first; a persistent pin's owner

@@ -2,7 +2,7 @@
 
 //! A GPU pin (docs/pin-state-machine.md): its record, which its handles, its DMA
 //! mappings and the driver's free callback share (`PinShared`, with the guard of a
-//! driver call on its table); how it is made; its handle, `GpuPin`, whose last owner
+//! driver call on its table); how it is made; its handle, `CallbackPin`, whose last owner
 //! puts it; and the driver's free callback. Its phases are in `state`, its DMA mappings
 //! in `mapping`.
 
@@ -114,7 +114,7 @@ pub(crate) struct PinShared<T: PinRecord> {
     /// fields, so that the id shares eight bytes with `owners`.
     mm: Option<ARef<Mm>>,
     tgid: i32,
-    /// How many [`GpuPin`] handles own the pin: the last one dropped unpins. The
+    /// How many [`CallbackPin`] handles own the pin: the last one dropped unpins. The
     /// `Arc` count is more, with the driver's `data` reference.
     pub(super) owners: Refcount,
     /// A spinlock: nothing sleeps under it but the waits for the pin to go idle, which
@@ -346,7 +346,7 @@ impl NvP2p {
         range: GpuRange,
         owner: Owner,
         handler: impl PinInit<T>,
-    ) -> Result<GpuPin<T>, PinError> {
+    ) -> Result<CallbackPin<T>, PinError> {
         let shared = Arc::pin_init(
             PinShared::new(ctx.clone(), range, owner, handler),
             GFP_KERNEL,
@@ -382,7 +382,7 @@ impl NvP2p {
             return Err(PinError::Driver(e));
         }
         shared.adopt_table(table)?;
-        Ok(GpuPin::counted(shared))
+        Ok(CallbackPin::counted(shared))
     }
 }
 
@@ -396,28 +396,28 @@ impl NvP2p {
 /// counted by its context (`shared.ctx`) from when it is made
 /// ([`PinContext::pinned`]) until its last handle is dropped
 /// ([`PinContext::unpinned`]).
-pub(crate) struct GpuPin<T: PinRecord> {
+pub(crate) struct CallbackPin<T: PinRecord> {
     pub(super) shared: Arc<PinShared<T>>,
 }
 
-impl<T: PinRecord> Clone for GpuPin<T> {
+impl<T: PinRecord> Clone for CallbackPin<T> {
     fn clone(&self) -> Self {
         // The caller's handle keeps the pin owned meanwhile: never from zero.
         self.shared.owners.inc();
         // INVARIANT: counted above.
-        GpuPin {
+        CallbackPin {
             shared: self.shared.clone(),
         }
     }
 }
 
-impl<T: PinRecord> GpuPin<T> {
+impl<T: PinRecord> CallbackPin<T> {
     /// The first handle of a pin just made (its record counts one owner), counted by
     /// the pin's context.
     fn counted(shared: Arc<PinShared<T>>) -> Self {
         shared.ctx.pinned(shared.range.len());
         // INVARIANT: one owner, this handle; counted above.
-        GpuPin { shared }
+        CallbackPin { shared }
     }
 
     /// The GPU virtual range pinned, as asked for (64 KiB aligned), whatever the
@@ -496,7 +496,7 @@ impl<T: PinRecord> GpuPin<T> {
     }
 }
 
-impl<T: PinRecord> Drop for GpuPin<T> {
+impl<T: PinRecord> Drop for CallbackPin<T> {
     fn drop(&mut self) {
         // Release, and acquire for the last (`refcount_dec_and_test`), as an `Arc`'s
         // count: the last owner sees everything the others did with the pin.

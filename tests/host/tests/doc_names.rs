@@ -129,7 +129,7 @@ fn is_ident(t: &str) -> bool {
         && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// `GpuPin`, `NvP2p`: an upper-case letter, a lower-case one, letters and digits.
+/// `CallbackPin`, `NvP2p`: an upper-case letter, a lower-case one, letters and digits.
 fn camel(t: &str) -> bool {
     let b = t.as_bytes();
     b.len() > 1
@@ -698,14 +698,14 @@ fn the_placement_check_tells_true_from_false() {
         ("check_page_table", &["nv_p2p/pin.rs"][..], Defined, false),
         ("check_page_table", &["nv_p2p/state.rs"][..], Used, false),
         (
-            "GpuPin::unmap",
+            "CallbackPin::unmap",
             &["src/nv_p2p/mapping.rs"][..],
             Defined,
             true,
         ),
-        ("GpuPin::unmap", &["nv_p2p/pin.rs"][..], Defined, false),
+        ("CallbackPin::unmap", &["nv_p2p/pin.rs"][..], Defined, false),
         ("PinState", &["nv_p2p/"][..], Defined, true),
-        ("GpuPin", &["nv_p2p/pin.rs"][..], Methods, false),
+        ("CallbackPin", &["nv_p2p/pin.rs"][..], Methods, false),
         (
             "NvP2p",
             &["nv_p2p/driver.rs", "nv_p2p/pin.rs", "nv_p2p/persistent.rs"][..],
@@ -748,7 +748,7 @@ fn the_placement_check_tells_true_from_false() {
     }
     for n in [
         "nv_p2p::error::check_page_table",
-        "pin::GpuPin::unmap",
+        "pin::CallbackPin::unmap",
         "crate::registry::PinKey",
     ] {
         assert_eq!(tree.check(n), None, "`{n}`");
@@ -760,11 +760,11 @@ fn the_placement_check_tells_true_from_false() {
 fn the_check_tells_stale_from_live() {
     let tree = Tree::load();
     let stale = "src/no_such.rs tests/fakes/no_such/ no_such.rs NoSuchType \
-                 GpuPin::no_such_fn Client<NoSuchMode> registry::no_such_item";
+                 CallbackPin::no_such_fn Client<NoSuchMode> registry::no_such_item";
     for n in stale.split(' ') {
         assert!(tree.check(n).is_some(), "`{n}` passes");
     }
-    let live = "src/client/user.rs tests/fakes/ client/user.rs GpuPin GpuPin::unmap \
+    let live = "src/client/user.rs tests/fakes/ client/user.rs CallbackPin CallbackPin::unmap \
                 PinError::Freed Client<Persistent> &DmaMapping registry::PinKey \
                 /sys/module/peermem drivers/infiniband/core/peer_mem.c Arc::as_ptr";
     for n in live.split(' ') {
