@@ -12,7 +12,7 @@
 //!
 //! This file holds the client and its answers to the core's callbacks (`PeerClient`),
 //! through what a registration of either mode offers (`Registration`) and keeps of its
-//! mapping (`Maps`). The files below
+//! mapping (`MappingSlot`). The files below
 //! it: `callback` (callback mode: how a registration finds or makes its pin, and the
 //! pin's record, which lists the registrations it serves and is its free handler),
 //! `user` (a callback registration and its invalidation), `persistent` (persistent mode: a registration and
@@ -152,18 +152,18 @@ pub(crate) trait Registration: Send + Sync + Sized + 'static {
         build: impl FnOnce(&[u64]) -> Result<R, MapError>,
     ) -> Result<(DmaMapping, R), MapError>;
 
-    /// Installs the mapping and SG list `dma_map` made (`Maps::install`).
-    fn install(&self, c: &ClientShared, mapping: DmaMapping, sg: InstalledSg) -> Mapped;
+    /// Installs the mapping and SG list `dma_map` made (`MappingSlot::install`).
+    fn install(&self, c: &ClientShared, mapping: DmaMapping, sg: InstalledSg) -> TakenMapping;
 
     /// Takes the mapping out for the core's `dma_unmap` or `put_pages` of its table
-    /// `sg`, with the SG list when it is the one installed there (`Maps::take_for`).
-    fn take_mapped(&self, sg: &SgHead) -> Mapped;
+    /// `sg`, with the SG list when it is the one installed there (`MappingSlot::take_for`).
+    fn take_mapped(&self, sg: &SgHead) -> TakenMapping;
 
-    /// Undoes what was taken out, through its pin ([`Mapped::undo`]).
-    fn undo(&self, c: &ClientShared, mapped: Mapped);
+    /// Undoes what was taken out, through its pin ([`TakenMapping::undo`]).
+    fn undo(&self, c: &ClientShared, mapped: TakenMapping);
 
     /// Its release: takes the mapping and SG list out, for [`Registration::undo`].
-    fn release(&self, c: &ClientShared) -> Mapped;
+    fn release(&self, c: &ClientShared) -> TakenMapping;
 }
 
 /// What a registration of either mode keeps of its mapping, under its state's lock:
@@ -171,21 +171,21 @@ pub(crate) trait Registration: Send + Sync + Sized + 'static {
 /// list installed in the core's table, freed from this record, since the core zeroes
 /// its table after an invalidation (abi.md 2.5).
 ///
-/// A list is counted in the client's `sg_lists_now` from [`Maps::install`] until
-/// [`Mapped::undo`] frees it, the one place a list installed here is dropped: it leaves
-/// this record only in a [`Mapped`], which goes there, and none is left when the
+/// A list is counted in the client's `sg_lists_now` from [`MappingSlot::install`] until
+/// [`TakenMapping::undo`] frees it, the one place a list installed here is dropped: it leaves
+/// this record only in a [`TakenMapping`], which goes there, and none is left when the
 /// registration goes (its release takes it out, and the core maps no released
 /// registration).
-pub(crate) struct Maps {
+pub(crate) struct MappingSlot {
     mapping: Option<DmaMapping>,
     sg: Option<InstalledSg>,
 }
 
-impl Maps {
+impl MappingSlot {
     /// The record of a registration the core has not mapped yet: no DMA mapping, no
     /// SG list.
     pub(super) fn new() -> Self {
-        Maps {
+        MappingSlot {
             mapping: None,
             sg: None,
         }
@@ -193,34 +193,34 @@ impl Maps {
 
     /// Installs the mapping and SG list `dma_map` made, counting the list in client
     /// `c`'s `sg_lists_now`. The core maps a region once; whatever an earlier call left
-    /// comes back, for the caller to undo after the lock ([`Mapped::undo`]: an unmap
+    /// comes back, for the caller to undo after the lock ([`TakenMapping::undo`]: an unmap
     /// may sleep).
     pub(super) fn install(
         &mut self,
         c: &ClientShared,
         mapping: DmaMapping,
         sg: InstalledSg,
-    ) -> Mapped {
+    ) -> TakenMapping {
         c.stats.sg_list_installed();
-        Mapped(self.mapping.replace(mapping), self.sg.replace(sg))
+        TakenMapping(self.mapping.replace(mapping), self.sg.replace(sg))
     }
 
     /// Takes the mapping out for the core's `dma_unmap` or `put_pages` of its table
     /// `sg`, with the SG list when it is the one installed there.
-    pub(super) fn take_for(&mut self, sg: &SgHead) -> Mapped {
+    pub(super) fn take_for(&mut self, sg: &SgHead) -> TakenMapping {
         let ours = self
             .sg
             .as_ref()
             .is_some_and(|installed| installed.is_in(sg));
-        Mapped(
+        TakenMapping(
             self.mapping.take(),
             if ours { self.sg.take() } else { None },
         )
     }
 
     /// Takes both out (a release).
-    pub(super) fn take_all(&mut self) -> Mapped {
-        Mapped(self.mapping.take(), self.sg.take())
+    pub(super) fn take_all(&mut self) -> TakenMapping {
+        TakenMapping(self.mapping.take(), self.sg.take())
     }
 
     /// Takes the mapping out, leaving the SG list.
@@ -230,17 +230,17 @@ impl Maps {
 }
 
 /// A registration's mapping and SG list, taken out of its state to be undone
-/// ([`Mapped::undo`], which also takes the list out of the count of installed lists).
-#[must_use = "a mapping and SG list taken out of a registration are undone by `Mapped::undo`"]
-pub(crate) struct Mapped(Option<DmaMapping>, Option<InstalledSg>);
+/// ([`TakenMapping::undo`], which also takes the list out of the count of installed lists).
+#[must_use = "a mapping and SG list taken out of a registration are undone by `TakenMapping::undo`"]
+pub(crate) struct TakenMapping(Option<DmaMapping>, Option<InstalledSg>);
 
-impl Mapped {
+impl TakenMapping {
     /// Undoes a mapping and SG list taken out of a registration's state, after its
     /// lock: unmaps the mapping with `unmap` (through the registration's pin: an unmap
     /// may sleep), then empties the core's table and frees the list, which client `c`'s
     /// `sg_lists_now` no longer counts.
     pub(super) fn undo(self, c: &ClientShared, unmap: impl FnOnce(DmaMapping)) {
-        let Mapped(mapping, sg) = self;
+        let TakenMapping(mapping, sg) = self;
         if let Some(m) = mapping {
             unmap(m);
         }
@@ -316,19 +316,19 @@ impl Pins {
         let mut res = Ok(());
         self.registry.for_each(|key, pin| {
             if res.is_ok() {
-                res = describe(key.id(), pin, salt, f);
+                res = write_pins_line(key.id(), pin, salt, f);
             }
         });
         res?;
         for user in self.persistent.lock().iter() {
-            user.describe(f)?;
+            user.write_pins_line(f)?;
         }
         Ok(())
     }
 }
 
 /// Writes the line of callback pin `pin`, numbered `id`, in the debugfs `pins` file.
-fn describe(
+fn write_pins_line(
     id: u64,
     pin: &CallbackPin<PinUsers>,
     salt: u64,

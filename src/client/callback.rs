@@ -91,7 +91,7 @@ impl Mode for Callback {
 
     fn detach(c: &ClientShared, user: &User) {
         if let Ok(pin) = user.pin() {
-            let_go(c, pin, Some(user));
+            remove_user(c, pin, Some(user));
         }
     }
 }
@@ -118,7 +118,7 @@ fn attach(c: &ClientShared, span: Span, pin: CallbackPin<PinUsers>) -> Result<Cl
     let user = match User::new(span, Ok(pin.clone())) {
         Ok(user) => user,
         Err(e) => {
-            let_go(c, &pin, None);
+            remove_user(c, &pin, None);
             return Err(e);
         }
     };
@@ -126,14 +126,14 @@ fn attach(c: &ClientShared, span: Span, pin: CallbackPin<PinUsers>) -> Result<Cl
     Ok(match pin.handler().attach(user) {
         Ok(()) => Claim::Claimed(arc),
         Err(e) => {
-            let_go(c, &pin, Some(&arc));
+            remove_user(c, &pin, Some(&arc));
             Claim::PinFailed(e)
         }
     })
 }
 
 /// Takes `user`, if any, out of `pin`'s users, and unlinks the pin when no user is left.
-fn let_go(c: &ClientShared, pin: &CallbackPin<PinUsers>, user: Option<&User>) {
+fn remove_user(c: &ClientShared, pin: &CallbackPin<PinUsers>, user: Option<&User>) {
     let unused = match user {
         Some(user) => pin.handler().detach(user),
         None => pin.handler().unused(),

@@ -25,10 +25,10 @@ use kernel::{
 use super::{
     Claim,
     ClientShared,
-    Mapped,
-    Maps,
+    MappingSlot,
     Mode,
-    Registration, //
+    Registration,
+    TakenMapping, //
 };
 use crate::{
     device::PciFunction,
@@ -69,7 +69,7 @@ impl Mode for Persistent {
         // bits of a persistent pin's (a record of 88 bytes has no room for more).
         let id = c.pins.next_id() as u32;
         // Without its registration the pin is dropped, which puts it.
-        let user = PersistentUser::new(Pinned::Pin(pin), space.id().tgid, id)?;
+        let user = PersistentUser::new(PinOrFailure::Pin(pin), space.id().tgid, id)?;
         let arc = user.clone_arc();
         c.pins.persistent.lock().push_back(user);
         Ok(Claim::Claimed(arc))
@@ -86,7 +86,7 @@ impl Mode for Persistent {
 }
 
 /// A persistent registration's pin, or why it has none.
-enum Pinned {
+enum PinOrFailure {
     /// Its pin, which it owns alone (dropping it puts it).
     Pin(PersistentPin<ClientShared>),
     /// Claimed without a pin, to report the error its pin failed with from
@@ -106,7 +106,7 @@ enum Pinned {
 pub(crate) struct PersistentUser {
     /// Declared first, so dropped (and put) before the module reference: the put runs
     /// in this module.
-    pin: Pinned,
+    pin: PinOrFailure,
     /// The registering process's thread group, for the `pins` file.
     tgid: i32,
     /// The pin's number in the `pins` file.
@@ -116,7 +116,7 @@ pub(crate) struct PersistentUser {
     _module: ModuleRef,
     /// Its mapping and SG list (a spinlock: nothing sleeps under it).
     #[pin]
-    state: SpinLock<Maps>,
+    state: SpinLock<MappingSlot>,
     /// Its place in the list of persistent registrations (`Pins`).
     #[pin]
     links: ListLinks,
@@ -132,14 +132,14 @@ impl_list_item! {
 }
 
 impl PersistentUser {
-    fn new(pin: Pinned, tgid: i32, id: u32) -> Result<ListArc<Self>> {
+    fn new(pin: PinOrFailure, tgid: i32, id: u32) -> Result<ListArc<Self>> {
         ListArc::pin_init(
             try_pin_init!(Self {
                 pin,
                 tgid,
                 id,
                 _module: ModuleRef::new(),
-                state <- new_spinlock!(Maps::new(), "peermem_user_state"),
+                state <- new_spinlock!(MappingSlot::new(), "peermem_user_state"),
                 links <- ListLinks::new(),
             }),
             GFP_KERNEL,
@@ -149,13 +149,13 @@ impl PersistentUser {
     /// The pin, or the error the registration was claimed with.
     fn pin(&self) -> Result<&PersistentPin<ClientShared>, Error> {
         match &self.pin {
-            Pinned::Pin(pin) => Ok(pin),
-            Pinned::Failed(e, _) => Err(*e),
+            PinOrFailure::Pin(pin) => Ok(pin),
+            PinOrFailure::Failed(e, _) => Err(*e),
         }
     }
 
     /// Writes the registration's line in the `pins` file, if it has a pin.
-    pub(super) fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    pub(super) fn write_pins_line(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let Ok(pin) = self.pin() else {
             return Ok(());
         };
@@ -175,7 +175,7 @@ impl PersistentUser {
 
     /// Unmaps `mapping` (if any) through the pin.
     fn unmap(&self, mapping: Option<DmaMapping>) {
-        if let (Some(m), Pinned::Pin(pin)) = (mapping, &self.pin) {
+        if let (Some(m), PinOrFailure::Pin(pin)) = (mapping, &self.pin) {
             // SAFETY: a mapping of this registration's state was made by its pin's
             // `dma_map` and is not unmapped yet (type invariant); it was taken out of
             // the state, so it is unmapped once, here.
@@ -187,13 +187,13 @@ impl PersistentUser {
 impl Registration for PersistentUser {
     fn failed(span: Span, err: Error) -> Result<Arc<Self>> {
         // Listed nowhere: it has no pin to show.
-        Ok(Self::new(Pinned::Failed(err, span), 0, 0)?.into_arc())
+        Ok(Self::new(PinOrFailure::Failed(err, span), 0, 0)?.into_arc())
     }
 
     fn span(&self) -> Span {
         match &self.pin {
-            Pinned::Pin(pin) => pin.span(),
-            Pinned::Failed(_, span) => *span,
+            PinOrFailure::Pin(pin) => pin.span(),
+            PinOrFailure::Failed(_, span) => *span,
         }
     }
 
@@ -217,20 +217,20 @@ impl Registration for PersistentUser {
         pin.dma_map(peer, build)
     }
 
-    fn install(&self, c: &ClientShared, mapping: DmaMapping, sg: InstalledSg) -> Mapped {
+    fn install(&self, c: &ClientShared, mapping: DmaMapping, sg: InstalledSg) -> TakenMapping {
         // INVARIANT: made by the pin's `dma_map` (the client's `dma_map`).
         self.state.lock().install(c, mapping, sg)
     }
 
-    fn take_mapped(&self, sg: &SgHead) -> Mapped {
+    fn take_mapped(&self, sg: &SgHead) -> TakenMapping {
         self.state.lock().take_for(sg)
     }
 
-    fn undo(&self, c: &ClientShared, mapped: Mapped) {
+    fn undo(&self, c: &ClientShared, mapped: TakenMapping) {
         mapped.undo(c, |m| self.unmap(Some(m)));
     }
 
-    fn release(&self, _c: &ClientShared) -> Mapped {
+    fn release(&self, _c: &ClientShared) -> TakenMapping {
         self.state.lock().take_all()
     }
 }

@@ -27,9 +27,9 @@ use kernel::{
 use super::{
     callback::PinUsers,
     ClientShared,
-    Mapped,
-    Maps,
-    Registration, //
+    MappingSlot,
+    Registration,
+    TakenMapping, //
 };
 use crate::{
     device::PciFunction,
@@ -113,7 +113,7 @@ enum Stage {
 /// may call those under a region's mapping lock (after a failed `dma_map`, with the
 /// region still findable) while an invalidation waits for that lock (abi.md 2.5).
 struct UserState {
-    maps: Maps,
+    maps: MappingSlot,
     stage: Stage,
     /// The error the registration's pin failed with (a registration without a pin).
     failed: Option<Error>,
@@ -138,7 +138,7 @@ impl User {
                 core_context: Atomic::new(NO_CONTEXT),
                 state <- new_spinlock!(
                     UserState {
-                        maps: Maps::new(),
+                        maps: MappingSlot::new(),
                         stage: Stage::Live,
                         failed,
                     },
@@ -242,17 +242,17 @@ impl Registration for User {
         pin.dma_map(peer, build)
     }
 
-    fn install(&self, c: &ClientShared, mapping: DmaMapping, sg: InstalledSg) -> Mapped {
+    fn install(&self, c: &ClientShared, mapping: DmaMapping, sg: InstalledSg) -> TakenMapping {
         self.state.lock().maps.install(c, mapping, sg)
     }
 
     /// Never waits for an invalidation (see `UserState`): the state lock alone decides
     /// which of this and an INVALIDATE_UNMAPS invalidation drops the mapping.
-    fn take_mapped(&self, sg: &SgHead) -> Mapped {
+    fn take_mapped(&self, sg: &SgHead) -> TakenMapping {
         self.state.lock().maps.take_for(sg)
     }
 
-    fn undo(&self, c: &ClientShared, mapped: Mapped) {
+    fn undo(&self, c: &ClientShared, mapped: TakenMapping) {
         mapped.undo(c, |m| {
             if let Some(pin) = &self.pin {
                 pin.unmap(m);
@@ -263,7 +263,7 @@ impl Registration for User {
     /// Marks the registration released (no invalidation starts after), waits for an
     /// invalidation in progress to return, and takes the mapping and SG list out: one
     /// lock round.
-    fn release(&self, c: &ClientShared) -> Mapped {
+    fn release(&self, c: &ClientShared) -> TakenMapping {
         let mut st = self.state.lock();
         while let Stage::Invalidating { .. } = st.stage {
             st.stage = Stage::Invalidating {
