@@ -77,7 +77,6 @@ use crate::{
         CurrentSpace, //
     },
     stats::{
-        MapError,
         Refusal,
         Stats, //
     }, //
@@ -85,6 +84,7 @@ use crate::{
 
 mod callback;
 mod persistent;
+mod refusal;
 mod sg;
 mod user;
 
@@ -92,6 +92,7 @@ pub(crate) use callback::Callback;
 use callback::PinUsers;
 pub(crate) use persistent::Persistent;
 use persistent::PersistentUser;
+use refusal::MapError;
 use sg::sg_entries;
 
 // A registration's record of either mode with its `Arc` count fits a 96-byte
@@ -103,6 +104,12 @@ const _: () = assert!(
     size_of::<user::User>() <= 88 && size_of::<PersistentUser>() <= 88,
     "a registration's record must fit a 96-byte allocation"
 );
+
+/// A pin as callback mode shares it: a handle of a callback pin whose record lists the
+/// registrations it serves (`PinUsers`), held by the registry and by each of them.
+/// (Named here, where both `callback.rs` and `user.rs` see it, as the persistent
+/// mode's pin is `PersistentPin<ClientShared>`.)
+pub(crate) type SharedPin = CallbackPin<PinUsers>;
 
 /// How a client pins, fixed in its type: what its registrations hold, how a
 /// registration gets its pin, and where registrations are listed.
@@ -266,7 +273,7 @@ pub(crate) enum Claim<M: Mode> {
 #[pin_data]
 pub(crate) struct Pins {
     #[pin]
-    registry: Registry<CallbackPin<PinUsers>>,
+    registry: Registry<SharedPin>,
     /// The persistent registrations, each with its pin. A mutex, as the registry's: the
     /// `pins` file is written under it, however long the list.
     #[pin]
@@ -294,13 +301,13 @@ impl Pins {
 
     /// Links callback pin `pin` in the registry under a new number (so no two linked
     /// pins share a key); its key.
-    fn link(&self, pin: &CallbackPin<PinUsers>) -> Result<PinKey> {
+    fn link(&self, pin: &SharedPin) -> Result<PinKey> {
         self.registry
             .insert(pin.space(), self.next_id(), pin.clone())
     }
 
     /// Unlinks the callback pin with `key`, if still linked.
-    fn unlink(&self, key: &PinKey) -> Option<CallbackPin<PinUsers>> {
+    fn unlink(&self, key: &PinKey) -> Option<SharedPin> {
         self.registry.remove(key)
     }
 
@@ -328,12 +335,7 @@ impl Pins {
 }
 
 /// Writes the line of callback pin `pin`, numbered `id`, in the debugfs `pins` file.
-fn write_pins_line(
-    id: u64,
-    pin: &CallbackPin<PinUsers>,
-    salt: u64,
-    f: &mut fmt::Formatter<'_>,
-) -> fmt::Result {
+fn write_pins_line(id: u64, pin: &SharedPin, salt: u64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let r = pin.range();
     let space = pin.identity().space;
     writeln!(
@@ -429,9 +431,9 @@ impl<M: Mode> Client<M> {
             // a refusal.
             return Ok(None);
         }
-        let why = Refusal::of_pin_error(e);
+        let why = refusal::of_pin_error(e);
         let err = c.stats.refuse(why, span.addr(), span.len(), Error::from(e));
-        if !why.claims() {
+        if !refusal::claims(why) {
             // Counted and logged, then "not mine", as nvidia-peermem answers.
             return Ok(None);
         }
@@ -508,7 +510,7 @@ impl<M: Mode> PeerClient for Client<M> {
         };
         let (mapping, list) = user
             .dma_map(&peer, build)
-            .map_err(|e| refuse(Refusal::of_map_error(e), Error::from(e)))?;
+            .map_err(|e| refuse(refusal::of_map_error(e), Error::from(e)))?;
         // Built apart and installed only on success: on failure the core's table is
         // left untouched, as it requires (and a list built is freed uninstalled, never
         // counted in `sg_lists_now`).

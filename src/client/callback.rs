@@ -27,7 +27,8 @@ use super::{
     user::User,
     Claim,
     ClientShared,
-    Mode, //
+    Mode,
+    SharedPin, //
 };
 use crate::{
     nv_p2p::{
@@ -97,7 +98,7 @@ impl Mode for Callback {
 }
 
 /// Makes a new pin findable by the registrations it covers (once, after it is made).
-fn link(c: &ClientShared, pin: &CallbackPin<PinUsers>) -> Result<(), PinError> {
+fn link(c: &ClientShared, pin: &SharedPin) -> Result<(), PinError> {
     let key = c.pins.link(pin).map_err(|_| PinError::NoMemory)?;
     // The window between taking the table and recording the link: a free callback
     // running here finds no id and leaves the unlink to `linked` below. Test builds
@@ -114,7 +115,7 @@ fn link(c: &ClientShared, pin: &CallbackPin<PinUsers>) -> Result<(), PinError> {
 /// A registration of `span` on `pin`, listed among its users: [`Claim::PinFailed`] if
 /// the pin's memory is being freed (the registration is dropped, and the pin unlinked
 /// when nobody else uses it).
-fn attach(c: &ClientShared, span: Span, pin: CallbackPin<PinUsers>) -> Result<Claim<Callback>> {
+fn attach(c: &ClientShared, span: Span, pin: SharedPin) -> Result<Claim<Callback>> {
     let user = match User::new(span, Ok(pin.clone())) {
         Ok(user) => user,
         Err(e) => {
@@ -133,7 +134,7 @@ fn attach(c: &ClientShared, span: Span, pin: CallbackPin<PinUsers>) -> Result<Cl
 }
 
 /// Takes `user`, if any, out of `pin`'s users, and unlinks the pin when no user is left.
-fn remove_user(c: &ClientShared, pin: &CallbackPin<PinUsers>, user: Option<&User>) {
+fn remove_user(c: &ClientShared, pin: &SharedPin, user: Option<&User>) {
     let unused = match user {
         Some(user) => pin.handler().detach(user),
         None => pin.handler().unused(),

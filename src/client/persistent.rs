@@ -23,6 +23,7 @@ use kernel::{
 };
 
 use super::{
+    refusal::MapError,
     Claim,
     ClientShared,
     MappingSlot,
@@ -47,8 +48,7 @@ use crate::{
         GpuRange,
         Span, //
     },
-    space::CurrentSpace,
-    stats::MapError, //
+    space::CurrentSpace, //
 };
 
 /// Persistent mode: a registration is its pin's one owner and record.

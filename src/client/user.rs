@@ -25,17 +25,17 @@ use kernel::{
 };
 
 use super::{
-    callback::PinUsers,
+    refusal::MapError,
     ClientShared,
     MappingSlot,
     Registration,
+    SharedPin,
     TakenMapping, //
 };
 use crate::{
     device::PciFunction,
     glue::ModuleRef,
     nv_p2p::{
-        CallbackPin,
         DmaMapping,
         PinError, //
     },
@@ -47,14 +47,13 @@ use crate::{
     range::{
         GpuRange,
         Span, //
-    },
-    stats::MapError, //
+    }, //
 };
 
 // A registry node holds the handle in place: one pointer, so the node fits a 64-byte
 // allocation (the assertion on a tree node in src/registry.rs).
 const _: () = assert!(
-    size_of::<CallbackPin<PinUsers>>() == size_of::<usize>(),
+    size_of::<SharedPin>() == size_of::<usize>(),
     "a pin handle must be one pointer"
 );
 
@@ -68,7 +67,7 @@ pub(crate) struct User {
     /// error its pin failed with (kept in its state) from `get_pages`. Never changed,
     /// so read without a lock. Declared first, so dropped before the module reference:
     /// the last owner's put runs in this module.
-    pin: Option<CallbackPin<PinUsers>>,
+    pin: Option<SharedPin>,
     /// Every live registration holds the module: rmmod fails with "in use" instead
     /// of blocking in the core's unregistration (abi.md 3).
     _module: ModuleRef,
@@ -122,10 +121,7 @@ struct UserState {
 impl User {
     /// A registration of `span` using `pin`, or claimed with the error its pin failed
     /// with.
-    pub(super) fn new(
-        span: Span,
-        pin: Result<CallbackPin<PinUsers>, Error>,
-    ) -> Result<ListArc<Self>> {
+    pub(super) fn new(span: Span, pin: Result<SharedPin, Error>) -> Result<ListArc<Self>> {
         let (pin, failed) = match pin {
             Ok(pin) => (Some(pin), None),
             Err(e) => (None, Some(e)),
@@ -151,7 +147,7 @@ impl User {
     }
 
     /// The pin the registration uses, or the error it was claimed with.
-    pub(super) fn pin(&self) -> Result<&CallbackPin<PinUsers>, Error> {
+    pub(super) fn pin(&self) -> Result<&SharedPin, Error> {
         match &self.pin {
             Some(pin) => Ok(pin),
             None => Err(self.state.lock().failed.unwrap_or(EFAULT)),

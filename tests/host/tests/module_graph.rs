@@ -544,6 +544,30 @@ fn imports_point_down_the_layers() {
     assert!(bad.is_empty(), "layer violations:\n  {}", bad.join("\n  "));
 }
 
+/// The counters stand below what they count (issue #62): `stats.rs` imports nothing of
+/// the pins' and the core's wrappers, the client or the registry, only the foundations
+/// and the C glue (its rate limit); which error is which refusal is the client's.
+#[test]
+fn counters_import_nothing_they_count() {
+    let k = Crate::load();
+    let layers = layers();
+    let foundations = &layers[0].1;
+    let stats = vec!["stats".to_owned()];
+    let edges = k.edges();
+    let tos = edges.get(&stats).expect("src/stats.rs in the graph");
+    let bad: Vec<String> = tos
+        .iter()
+        .filter_map(|t| t.first())
+        .filter(|t| !foundations.contains(*t) && !["glue", "bindings"].contains(&t.as_str()))
+        .cloned()
+        .collect();
+    assert!(bad.is_empty(), "src/stats.rs imports {bad:?}");
+    assert!(
+        foundations.contains("compat"),
+        "the first layer is not the foundations: {layers:?}"
+    );
+}
+
 /// The logic layer's files with `unsafe` are those docs/architecture.md names in its
 /// paragraph on them.
 #[test]
